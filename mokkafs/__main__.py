@@ -1,0 +1,5 @@
+import sys
+
+from mokkafs.cli import main
+
+sys.exit(main())

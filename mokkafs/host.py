@@ -1,0 +1,19 @@
+"""Facts read from the host that the view includes (the only host I/O surfaces depend on)."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from mokkafs.state import HostFacts
+
+
+def read_host_facts(proc: Path = Path("/proc")) -> HostFacts:
+    try:
+        return HostFacts(proc_devices=(proc / "devices").read_text())
+    except OSError:
+        return HostFacts()
+
+
+def default_node_name() -> str:
+    return socket.gethostname().split(".")[0] or "localhost"

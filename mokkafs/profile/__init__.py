@@ -1,0 +1,1 @@
+"""Hardware profiles: YAML text -> validated models -> an immutable State."""

@@ -1,0 +1,244 @@
+"""Pydantic models of a hardware profile.
+
+The format is nvml-mock's, read unchanged: the seven profiles nvml-mock ships load as they are.
+Top-level keys are closed (a typo there is an error); inside sections, keys mokkafs does not use
+(NVML telemetry, clocks, ECC, ...) are accepted and ignored, because they belong to other
+consumers of the same file. mokkafs adds a few optional keys of its own, marked "mokkafs:" below.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+
+def _hex_int(value: Any) -> Any:
+    """Accept 0x233010DE written as a YAML int or as a string, with or without 0x."""
+    if isinstance(value, bool):
+        raise ValueError("expected an integer such as 0x233010DE, got a boolean")
+    if isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            return int(text, 16) if text.startswith("0x") else int(text, 10)
+        except ValueError:
+            raise ValueError(f"expected an integer such as 0x233010DE, got {value!r}") from None
+    return value
+
+
+HexInt = Annotated[int, BeforeValidator(_hex_int)]
+Word32 = Annotated[HexInt, Field(ge=0, le=0xFFFF_FFFF)]
+Word16 = Annotated[HexInt, Field(ge=0, le=0xFFFF)]
+Byte = Annotated[HexInt, Field(ge=0, le=0xFF)]
+
+_BDF = re.compile(r"^(?:0{4})?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7])$")
+_ROOT = re.compile(r"^pci([0-9a-f]{4}):([0-9a-f]{2})$")
+
+
+def normalize_bdf(value: Any) -> str:
+    """``0000:1A:00.0`` -> ``0000:1a:00.0``; NVML's 8-digit domain ``00000000:1A:00.0`` too."""
+    if not isinstance(value, str):
+        raise ValueError(
+            f"expected a PCI address such as \"0000:1a:00.0\" (quote it in YAML), got {value!r}"
+        )
+    m = _BDF.match(value.strip().lower())
+    if not m:
+        raise ValueError(
+            f"expected a PCI address DDDD:BB:DD.F such as 0000:1a:00.0 "
+            f"(device 00-1f, function 0-7), got {value!r}"
+        )
+    return "{}:{}:{}.{}".format(*m.groups())
+
+
+def _normalize_root(value: Any) -> str:
+    if not isinstance(value, str) or not _ROOT.match(value.strip().lower()):
+        raise ValueError(f"expected a root complex id such as pci0000:80, got {value!r}")
+    return value.strip().lower()
+
+
+Bdf = Annotated[str, BeforeValidator(normalize_bdf)]
+RootId = Annotated[str, BeforeValidator(_normalize_root)]
+
+
+class _Open(BaseModel):
+    """A section that tolerates keys mokkafs does not read (they belong to other consumers)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PciIds(_Open):
+    device_id: Word32 | None = None  # (device << 16) | vendor, NVML's packing
+    subsystem_id: Word32 | None = None  # (subdevice << 16) | subvendor
+    bus_id: Bdf | None = None
+    revision: Byte | None = None  # mokkafs: PCI revision id (default 0xa1)
+
+
+class Pcie(_Open):
+    max_link_gen: int = Field(default=4, ge=1, le=6)
+    current_link_gen: int | None = Field(default=None, ge=1, le=6)
+    max_link_width: Literal[1, 2, 4, 8, 16, 32] = 16
+    current_link_width: Literal[1, 2, 4, 8, 16, 32] | None = None
+
+
+class Memory(_Open):
+    total_bytes: int | None = Field(default=None, ge=0)
+
+
+class DeviceConfig(_Open):
+    name: str | None = None
+    architecture: str | None = None
+    pci: PciIds = PciIds()
+    pcie: Pcie = Pcie()
+    bar1_memory: Memory = Memory()
+
+
+class DeviceOverride(DeviceConfig):
+    index: int = Field(ge=0)
+    uuid: str | None = None
+    minor_number: int | None = Field(default=None, ge=0)
+
+
+class System(_Open):
+    driver_version: str | None = None
+    num_devices: int | None = Field(default=None, ge=0, le=64)
+
+
+class NvSwitch(_Open):
+    bdf: Bdf
+    uuid: str | None = None
+    device_id: Word16 | None = None  # mokkafs: PCI device id (default from the GPUs' architecture)
+
+
+class NvLink(_Open):
+    version: int | None = None
+    switches: list[NvSwitch] = []
+
+
+PortState = Literal["DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"]
+PhysState = Literal["Polling", "Disabled", "Training", "LinkUp", "LinkErrorRecovery", "Phy Test"]
+
+
+def _upper(value: Any) -> Any:
+    return value.strip().upper() if isinstance(value, str) else value
+
+
+def _phys(value: Any) -> Any:
+    if isinstance(value, str):
+        for name in ("Polling", "Disabled", "Training", "LinkUp", "LinkErrorRecovery", "Phy Test"):
+            if value.strip().lower() == name.lower():
+                return name
+    return value
+
+
+def _link_layer(value: Any) -> Any:
+    if isinstance(value, str):
+        for name in ("InfiniBand", "Ethernet"):
+            if value.strip().lower() == name.lower():
+                return name
+    return value
+
+
+class Traffic(_Closed):
+    """mokkafs: the per-port traffic model counters follow (rates per second)."""
+
+    xmit_bytes_per_sec: float = Field(default=12_500_000.0, ge=0)
+    rcv_bytes_per_sec: float = Field(default=12_500_000.0, ge=0)
+    mean_packet_bytes: float = Field(default=2048.0, gt=0)
+    multicast_fraction: float = Field(default=0.001, ge=0, le=1)
+    xmit_wait_per_sec: float = Field(default=0.0, ge=0)
+    # Error counters, e.g. {symbol_error: 0.01}; every counter not named stays 0.
+    errors_per_sec: dict[str, float] = {}
+
+
+class InfiniBand(_Open):
+    enabled: bool = False
+    hca_type: str = "MT4129"
+    fw_version: str = "28.39.2048"
+    hw_rev: str = "0x0"
+    board_id: str = "MT_0000000838"
+    node_desc_template: str = "{node_name} mlx5_{idx}"
+    link_layer: Annotated[Literal["InfiniBand", "Ethernet"], BeforeValidator(_link_layer)] = (
+        "InfiniBand"
+    )
+    rate_gbps: int = Field(default=400, gt=0)
+    port_state: Annotated[PortState, BeforeValidator(_upper)] = "ACTIVE"
+    phys_state: Annotated[PhysState, BeforeValidator(_phys)] = "LinkUp"
+    hcas_per_gpu: int = Field(default=1, ge=0)
+    hca_count: int = Field(default=0, ge=0)
+    guid_prefix: str = "a088c20300ab"
+    # mokkafs extensions
+    ports_per_hca: int = Field(default=1, ge=1, le=2)
+    subsystem_id: Word32 | None = None  # (subdevice << 16) | subvendor of the HCA function
+    gid_table_len: int = Field(default=8, ge=1, le=256)
+    pkey_table_len: int = Field(default=8, ge=1, le=256)
+    traffic: Traffic = Traffic()
+
+    @field_validator("hca_type")
+    @classmethod
+    def _check_hca_type(cls, value: str) -> str:
+        if not re.fullmatch(r"MT\d{4,5}", value):
+            raise ValueError(
+                f"expected a Mellanox part such as MT4129 (its number is the PCI device id), "
+                f"got {value!r}"
+            )
+        return value
+
+    @field_validator("guid_prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        digits = value.replace(":", "").lower()
+        if len(digits) < 6 or not re.fullmatch(r"[0-9a-f]+", digits):
+            raise ValueError(
+                f"expected at least 6 hex digits (an OUI such as a088c2), got {value!r}"
+            )
+        return digits
+
+
+class RootComplex(_Open):
+    id: RootId
+    numa_node: int = Field(default=0, ge=-1, le=1023)
+    devices: list[Bdf] = []
+    cpu_affinity: str | None = None  # "0-55,112-167": the CPUs local to this root
+
+
+class PcieTopology(_Open):
+    root_complexes: list[RootComplex] = []
+    cores_per_numa: int = Field(default=64, ge=1, le=4096)
+
+
+class Node(_Closed):
+    """mokkafs: node identity; both usually come from the command line instead."""
+
+    name: str | None = None
+    index: int | None = Field(default=None, ge=0)
+
+
+class ProcDevices(_Closed):
+    """mokkafs: the character majors the simulated drivers register in /proc/devices."""
+
+    nvidia_frontend: int = Field(default=195, ge=1, le=4095)
+    nvidia_uvm: int = Field(default=510, ge=1, le=4095)
+    nvidia_caps: int = Field(default=236, ge=1, le=4095)
+    nvidia_caps_imex_channels: int = Field(default=235, ge=1, le=4095)
+    infiniband: int = Field(default=231, ge=1, le=4095)
+
+
+class Profile(_Closed):
+    """A whole profile document. Unknown top-level keys are errors."""
+
+    version: str | int | float | None = None
+    description: str | None = None  # mokkafs: one line shown by `mokkafs profiles`
+    system: System = System()
+    device_defaults: DeviceConfig = DeviceConfig()
+    devices: list[DeviceOverride] = []
+    nvlink: NvLink = NvLink()
+    infiniband: InfiniBand = InfiniBand()
+    pcie_topology: PcieTopology | None = None
+    dynamic_metrics_defaults: dict[str, Any] | None = None  # nvml-mock Helm-only; ignored
+    node: Node = Node()
+    proc_devices: ProcDevices = ProcDevices()

@@ -1,0 +1,168 @@
+"""The State: everything the surfaces may look at, immutable, with its generation.
+
+A profile compiles to exactly one State (``mokkafs.profile.compile``). Surfaces are pure
+functions of a State (and, for dynamic files, of the time), so two equal States give
+byte-identical views. Nothing here does I/O; host facts the view needs (the host's own
+/proc/devices) are captured by the source and carried in ``HostFacts``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, NewType
+
+Generation = NewType("Generation", int)
+
+DeviceKind = Literal["gpu", "nvswitch", "hca"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One PCI base address register: index 0-5, address, size, 64-bit and prefetchable flags."""
+
+    index: int
+    address: int
+    size: int
+    is_64bit: bool
+    prefetchable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PcieLink:
+    max_gen: int
+    max_width: int
+    current_gen: int
+    current_width: int
+
+
+@dataclass(frozen=True, slots=True)
+class RootComplex:
+    """A PCI host bridge ``pciDDDD:BB`` and the NUMA node and CPUs local to it."""
+
+    id: str
+    numa_node: int
+    cpus: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PciFunction:
+    """One simulated PCI function (GPU, NVSwitch or IB HCA) as the kernel would expose it."""
+
+    bdf: str
+    root: str
+    kind: DeviceKind
+    vendor: int
+    device: int
+    subsystem_vendor: int
+    subsystem_device: int
+    class_code: int
+    revision: int
+    driver: str
+    irq: int
+    numa_node: int
+    cpus: tuple[int, ...]
+    link: PcieLink
+    bars: tuple[Bar, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """Per-port rates the counters follow; see ``mokkafs.surfaces.ib_traffic``."""
+
+    xmit_bytes_per_sec: float
+    rcv_bytes_per_sec: float
+    mean_packet_bytes: float
+    multicast_fraction: float
+    xmit_wait_per_sec: float
+    errors_per_sec: tuple[tuple[str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IbPort:
+    number: int
+    guid: int
+    lid: int
+    sm_lid: int
+    state: str
+    phys_state: str
+    rate_gbps: int
+    link_layer: str
+    umad_index: int
+    traffic: Traffic
+
+
+@dataclass(frozen=True, slots=True)
+class Hca:
+    """One RDMA device ``mlx5_N`` bound to the PCI function at ``bdf``."""
+
+    name: str
+    index: int
+    bdf: str
+    node_guid: int
+    sys_image_guid: int
+    hca_type: str
+    fw_ver: str
+    hw_rev: str
+    board_id: str
+    node_desc: str
+    ports: tuple[IbPort, ...]
+    gid_table_len: int
+    pkey_table_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class CharMajor:
+    major: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class HostFacts:
+    """What the host contributes to the view, captured at load time by the source."""
+
+    proc_devices: str = "Character devices:\n\nBlock devices:\n"
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """One desired node. ``generation`` grows by one with every successful load."""
+
+    generation: Generation
+    source: str
+    node_name: str
+    node_index: int | None
+    roots: tuple[RootComplex, ...]
+    functions: tuple[PciFunction, ...]
+    hcas: tuple[Hca, ...]
+    char_majors: tuple[CharMajor, ...]
+    nr_cpus: int
+    loaded_at: float
+    host: HostFacts = field(default_factory=HostFacts)
+    # Counters are a function of time since the node started (a time.monotonic() value),
+    # quantised to ``counter_quantum`` seconds (0 = exact at every read).
+    started_at: float = 0.0
+    counter_quantum: float = 0.1
+
+    def function(self, bdf: str) -> PciFunction:
+        for fn in self.functions:
+            if fn.bdf == bdf:
+                return fn
+        raise KeyError(bdf)
+
+
+# The port error counters a traffic model may drive (all others of counters/ stay 0).
+IB_ERROR_COUNTERS = (
+    "VL15_dropped",
+    "excessive_buffer_overrun_errors",
+    "link_downed",
+    "link_error_recovery",
+    "local_link_integrity_errors",
+    "port_rcv_constraint_errors",
+    "port_rcv_discards",
+    "port_rcv_errors",
+    "port_rcv_remote_physical_errors",
+    "port_rcv_switch_relay_errors",
+    "port_xmit_constraint_errors",
+    "port_xmit_discards",
+    "symbol_error",
+)

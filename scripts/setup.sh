@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install everything mokkafs and its test suite need on a fresh Debian 12 machine:
+# the FUSE library pyfuse3 builds against, the real consumers the tests run, and a
+# virtualenv in .venv with the package installed in editable mode.
+# Idempotent: a second run only checks. Needs root (or sudo) for apt.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+APT_PACKAGES=(
+  fuse3 libfuse3-dev pkg-config gcc make
+  pciutils infiniband-diags ibverbs-utils prometheus-node-exporter
+  golang-go golang-github-prometheus-procfs-dev hwloc-nox
+  curl
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing apt packages: ${missing[*]}" >&2
+  sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+py=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  "$py" -m venv .venv
+fi
+stamp=.venv/.mokkafs-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing mokkafs and test dependencies into .venv" >&2
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[test]'
+  touch "$stamp"
+fi
