@@ -1,0 +1,180 @@
+"""InfiniBand: ``sys/class/infiniband{,_verbs,_mad}`` and the devices under their PCI functions.
+
+Kernel layout (drivers/infiniband/core/sysfs.c, device.c, uverbs_main.c, user_mad.c): each RDMA
+device lives at ``<pci function>/infiniband/mlx5_N`` and the class directory holds a relative
+link to it; the verbs and MAD character devices live beside it under the same PCI function.
+Counter files are dynamic: their content is computed from the State and the time of the read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mokkafs.ib_identity import format_guid
+from mokkafs.state import Hca, IbPort, State
+from mokkafs.surfaces import ib_traffic
+from mokkafs.surfaces.pci import device_path
+from mokkafs.tree.nodes import Dir, File, Node, Render, relative_link, text
+
+CLASS = "sys/class"
+EINVAL = 22
+
+PORT_STATES = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4, "ACTIVE_DEFER": 5}
+PHYS_STATES = {"Polling": (2, "Polling"), "Disabled": (3, "Disabled"),
+               "Training": (4, "PortConfigurationTraining"), "LinkUp": (5, "LinkUp"),
+               "LinkErrorRecovery": (6, "LinkErrorRecovery"), "Phy Test": (7, "Phy Test")}
+# 4X link rate in Gb/s -> the speed name ib_core prints (per-lane SDR ... XDR)
+RATE_NAMES = {10: "SDR", 20: "DDR", 40: "QDR", 56: "FDR", 100: "EDR", 200: "HDR",
+              400: "NDR", 800: "XDR"}
+CAP_MASK = 0xA651E848  # a ConnectX port's capability mask as ibstat shows it
+HW_COUNTERS = ("duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err",
+               "out_of_buffer", "out_of_sequence", "packet_seq_err", "req_cqe_error",
+               "req_cqe_flush_error", "req_remote_access_errors", "req_remote_invalid_request",
+               "resp_cqe_error", "resp_cqe_flush_error", "resp_local_length_error",
+               "resp_remote_access_errors", "rnr_nak_retry_err", "rx_atomic_requests",
+               "rx_read_requests", "rx_write_requests")
+
+# Character device numbers (include/rdma: 231 is IB_UVERBS_MAJOR and IB_UMAD_MAJOR). The
+# kernel has 32 fixed uverbs minors from 192 and 64 fixed umad/issm minors; devices beyond
+# those take minors of a dynamic region, simulated here above 256 on the same major.
+UVERBS_BASE, UVERBS_FIXED = 192, 32
+UMAD_FIXED, ISSM_BASE = 64, 64
+
+
+def uverbs_minor(index: int) -> int:
+    return UVERBS_BASE + index if index < UVERBS_FIXED else 256 + index
+
+
+def umad_minor(port_index: int) -> int:
+    return port_index if port_index < UMAD_FIXED else 512 + 2 * port_index
+
+
+def issm_minor(port_index: int) -> int:
+    return ISSM_BASE + port_index if port_index < UMAD_FIXED else 513 + 2 * port_index
+
+
+def rate_text(gbps: int) -> str:
+    name = RATE_NAMES.get(gbps)
+    return f"{gbps} Gb/sec (4X {name})" if name else f"{gbps} Gb/sec (4X)"
+
+
+def gid0(port: IbPort) -> str:
+    return f"fe80:0000:0000:0000:{format_guid(port.guid)}"
+
+
+def _counter_file(path: str, port: IbPort, name: str, state: State) -> File:
+    traffic, started, quantum = port.traffic, state.started_at, state.counter_quantum
+
+    def render(now: float) -> bytes:
+        t = ib_traffic.elapsed(now, started, quantum)
+        return f"{ib_traffic.counter(traffic, name, t)}\n".encode()
+
+    content: Render = render
+    return File(path, content, 0o444)
+
+
+def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:
+    p = f"{base}/ports/{port.number}"
+    yield Dir(p)
+    yield text(f"{p}/state", f"{PORT_STATES[port.state]}: {port.state}")
+    number, name = PHYS_STATES[port.phys_state]
+    yield text(f"{p}/phys_state", f"{number}: {name}")
+    yield text(f"{p}/rate", rate_text(port.rate_gbps))
+    yield text(f"{p}/lid", f"0x{port.lid:x}")
+    yield text(f"{p}/lid_mask_count", 0)
+    yield text(f"{p}/sm_lid", f"0x{port.sm_lid:x}")
+    yield text(f"{p}/sm_sl", 0)
+    yield text(f"{p}/cap_mask", f"0x{CAP_MASK:08x}")
+    yield text(f"{p}/link_layer", port.link_layer)
+    zero_gid = ":".join(["0000"] * 8)
+    for i in range(hca.gid_table_len):
+        yield text(f"{p}/gids/{i}", gid0(port) if i == 0 else zero_gid)
+        kind = "IB/RoCE v1" if port.link_layer == "InfiniBand" else "RoCE v2"
+        types = f"{p}/gid_attrs/types/{i}"
+        yield text(types, kind) if i == 0 else File(types, b"", 0o444, error=EINVAL)
+        # No netdev stands behind a simulated port: the kernel answers EINVAL.
+        yield File(f"{p}/gid_attrs/ndevs/{i}", b"", 0o444, error=EINVAL)
+    for i in range(hca.pkey_table_len):
+        yield text(f"{p}/pkeys/{i}", "0xffff" if i == 0 else "0x0000")
+    for name in ib_traffic.COUNTERS:
+        yield _counter_file(f"{p}/counters/{name}", port, name, state)
+    for ext, name in ib_traffic.COUNTERS_EXT.items():
+        yield _counter_file(f"{p}/counters_ext/{ext}", port, name, state)
+    yield Dir(f"{p}/hw_counters")
+    for name in HW_COUNTERS:
+        yield text(f"{p}/hw_counters/{name}", 0)
+    yield text(f"{p}/hw_counters/lifespan", 10, 0o644)
+
+
+def _hca(hca: Hca, state: State) -> Iterator[Node]:
+    pci = device_path(state.function(hca.bdf))
+    base = f"{pci}/infiniband/{hca.name}"
+    yield Dir(base)
+    yield text(f"{base}/node_type", "1: CA")
+    yield text(f"{base}/node_guid", format_guid(hca.node_guid))
+    yield text(f"{base}/sys_image_guid", format_guid(hca.sys_image_guid))
+    yield text(f"{base}/fw_ver", hca.fw_ver)
+    yield text(f"{base}/hw_rev", hca.hw_rev)
+    yield text(f"{base}/hca_type", hca.hca_type)
+    yield text(f"{base}/board_id", hca.board_id)
+    yield text(f"{base}/node_desc", hca.node_desc, 0o644)
+    yield text(f"{base}/uevent", f"NAME={hca.name}", 0o644)
+    yield relative_link(f"{base}/device", pci)
+    yield relative_link(f"{base}/subsystem", f"{CLASS}/infiniband")
+    yield Dir(f"{base}/ports")
+    for port in hca.ports:
+        yield from _port(base, hca, port, state)
+    yield relative_link(f"{CLASS}/infiniband/{hca.name}", base)
+
+    major = next(c.major for c in state.char_majors if c.name == "infiniband_verbs")
+    verbs = f"{pci}/infiniband_verbs/uverbs{hca.index}"
+    yield from _chardev(verbs, pci, "infiniband_verbs", major, uverbs_minor(hca.index),
+                        f"infiniband/uverbs{hca.index}")
+    yield text(f"{verbs}/ibdev", hca.name)
+    yield text(f"{verbs}/abi_version", 1)
+    for port in hca.ports:
+        for kind, minor in (("umad", umad_minor(port.umad_index)),
+                            ("issm", issm_minor(port.umad_index))):
+            name = f"{kind}{port.umad_index}"
+            d = f"{pci}/infiniband_mad/{name}"
+            yield from _chardev(d, pci, "infiniband_mad", major, minor, f"infiniband/{name}")
+            yield text(f"{d}/ibdev", hca.name)
+            yield text(f"{d}/port", port.number)
+
+
+def _chardev(d: str, pci: str, cls: str, major: int, minor: int, devname: str,
+             ) -> Iterator[Node]:
+    yield Dir(d)
+    yield text(f"{d}/dev", f"{major}:{minor}")
+    yield text(f"{d}/uevent", f"MAJOR={major}\nMINOR={minor}\nDEVNAME={devname}", 0o644)
+    yield relative_link(f"{d}/device", pci)
+    yield relative_link(f"{d}/subsystem", f"{CLASS}/{cls}")
+    yield relative_link(f"{CLASS}/{cls}/{d.rpartition('/')[2]}", d)
+
+
+def device_numbers(state: State) -> list[tuple[str, int, int]]:
+    """(/dev path, major, minor) of every character device the simulated HCAs have."""
+    if not state.hcas:
+        return []
+    major = next(c.major for c in state.char_majors if c.name == "infiniband_verbs")
+    out = []
+    for hca in state.hcas:
+        out.append((f"/dev/infiniband/uverbs{hca.index}", major, uverbs_minor(hca.index)))
+        for port in hca.ports:
+            out.append((f"/dev/infiniband/umad{port.umad_index}", major,
+                        umad_minor(port.umad_index)))
+            out.append((f"/dev/infiniband/issm{port.umad_index}", major,
+                        issm_minor(port.umad_index)))
+    return out
+
+
+def nodes(state: State) -> Iterator[Node]:
+    if not state.hcas:
+        return
+    yield Dir(f"{CLASS}/infiniband")
+    yield Dir(f"{CLASS}/infiniband_verbs")
+    yield Dir(f"{CLASS}/infiniband_mad")
+    yield text(f"{CLASS}/infiniband_verbs/abi_version", 6)
+    yield text(f"{CLASS}/infiniband_mad/abi_version", 5)
+    for hca in state.hcas:
+        yield from _hca(hca, state)

@@ -1,0 +1,135 @@
+"""PCI sysfs: ``sys/devices/pciDDDD:BB/<bdf>/``, ``sys/bus/pci/{devices,drivers}``.
+
+Attributes, modes and link shapes follow the kernel (drivers/pci/pci-sysfs.c): the
+``bus/pci/devices/<bdf>`` entries are relative links into ``devices/`` (the DRA driver reads the
+``pciDDDD:BB`` component out of the link text), ``driver`` links resolve to a
+``bus/pci/drivers/<name>`` directory (lspci -k prints the driver only if that resolves), and
+``config`` is binary, consistent with the text attributes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mokkafs.state import PciFunction, RootComplex, State
+from mokkafs.surfaces.pci_config import config_space, resource_text
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+
+SYS_DEVICES = "sys/devices"
+BUS_PCI = "sys/bus/pci"
+
+LINK_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",
+               5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
+
+
+def device_path(fn: PciFunction) -> str:
+    return f"{SYS_DEVICES}/{fn.root}/{fn.bdf}"
+
+
+def cpulist(cpus: tuple[int, ...]) -> str:
+    """``0-55,112-167``: ranges of consecutive CPUs, as the kernel's %*pbl prints them."""
+    parts: list[str] = []
+    start = prev = None
+    for cpu in cpus:
+        if prev is not None and cpu == prev + 1:
+            prev = cpu
+            continue
+        if start is not None:
+            parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+        start = prev = cpu
+    if start is not None:
+        parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+    return ",".join(parts)
+
+
+def cpumask(cpus: tuple[int, ...], nr_cpus: int) -> str:
+    """``ff,ffffffff``: a hex mask of nr_cpus bits in 32-bit groups, as %*pb prints it."""
+    mask = 0
+    for cpu in cpus:
+        mask |= 1 << cpu
+    digits = max((nr_cpus + 3) // 4, 1)
+    hexed = f"{mask:0{digits}x}"
+    head = len(hexed) % 8 or 8
+    groups = [hexed[:head]] + [hexed[i:i + 8] for i in range(head, len(hexed), 8)]
+    return ",".join(groups)
+
+
+def modalias(fn: PciFunction) -> str:
+    cls = fn.class_code
+    return (f"pci:v{fn.vendor:08X}d{fn.device:08X}sv{fn.subsystem_vendor:08X}"
+            f"sd{fn.subsystem_device:08X}bc{cls >> 16:02X}sc{(cls >> 8) & 0xFF:02X}i{cls & 0xFF:02X}")
+
+
+def uevent(fn: PciFunction) -> str:
+    return (f"DRIVER={fn.driver}\nPCI_CLASS={fn.class_code:X}\n"
+            f"PCI_ID={fn.vendor:04X}:{fn.device:04X}\n"
+            f"PCI_SUBSYS_ID={fn.subsystem_vendor:04X}:{fn.subsystem_device:04X}\n"
+            f"PCI_SLOT_NAME={fn.bdf}\nMODALIAS={modalias(fn)}\n")
+
+
+def _function(fn: PciFunction, nr_cpus: int) -> Iterator[Node]:
+    d = device_path(fn)
+    yield Dir(d)
+    yield text(f"{d}/vendor", f"0x{fn.vendor:04x}")
+    yield text(f"{d}/device", f"0x{fn.device:04x}")
+    yield text(f"{d}/subsystem_vendor", f"0x{fn.subsystem_vendor:04x}")
+    yield text(f"{d}/subsystem_device", f"0x{fn.subsystem_device:04x}")
+    yield text(f"{d}/class", f"0x{fn.class_code:06x}")
+    yield text(f"{d}/revision", f"0x{fn.revision:02x}")
+    yield text(f"{d}/irq", fn.irq)
+    yield text(f"{d}/numa_node", fn.numa_node, 0o644)
+    yield text(f"{d}/local_cpulist", cpulist(fn.cpus))
+    yield text(f"{d}/local_cpus", cpumask(fn.cpus, nr_cpus))
+    yield File(f"{d}/resource", resource_text(fn))
+    yield File(f"{d}/config", config_space(fn), 0o644)
+    yield text(f"{d}/modalias", modalias(fn))
+    yield File(f"{d}/uevent", uevent(fn).encode(), 0o644)
+    yield text(f"{d}/enable", 1, 0o644)
+    yield text(f"{d}/current_link_speed", LINK_SPEEDS[fn.link.current_gen])
+    yield text(f"{d}/current_link_width", fn.link.current_width)
+    yield text(f"{d}/max_link_speed", LINK_SPEEDS[fn.link.max_gen])
+    yield text(f"{d}/max_link_width", fn.link.max_width)
+    yield text(f"{d}/driver_override", "(null)", 0o644)
+    yield text(f"{d}/msi_bus", 1, 0o644)
+    yield text(f"{d}/dma_mask_bits", 64)
+    yield text(f"{d}/consistent_dma_mask_bits", 64)
+    yield text(f"{d}/broken_parity_status", 0, 0o644)
+    yield text(f"{d}/d3cold_allowed", 1, 0o644)
+    yield text(f"{d}/ari_enabled", 0)
+    for name in ("remove", "rescan", "reset"):
+        yield _write_only(f"{d}/{name}")
+    yield relative_link(f"{d}/driver", f"{BUS_PCI}/drivers/{fn.driver}")
+    yield relative_link(f"{d}/subsystem", BUS_PCI)
+
+
+def _write_only(path: str) -> File:
+    # sysfs refuses to open an attribute without a show method for reading: EACCES.
+    return File(path, b"", 0o200, error=13)
+
+
+def _root(root: RootComplex) -> Iterator[Node]:
+    yield Dir(f"{SYS_DEVICES}/{root.id}")
+    yield File(f"{SYS_DEVICES}/{root.id}/uevent", b"", 0o644)
+
+
+def nodes(state: State) -> Iterator[Node]:
+    yield Dir(SYS_DEVICES)
+    yield Dir(BUS_PCI)
+    yield Dir(f"{BUS_PCI}/devices")
+    yield Dir(f"{BUS_PCI}/drivers")
+    yield Dir(f"{BUS_PCI}/slots")
+    yield text(f"{BUS_PCI}/drivers_autoprobe", 1, 0o644)
+    for name in ("drivers_probe", "rescan", "uevent"):
+        yield _write_only(f"{BUS_PCI}/{name}")
+    for root in state.roots:
+        yield from _root(root)
+    drivers = sorted({fn.driver for fn in state.functions})
+    for drv in drivers:
+        ddir = f"{BUS_PCI}/drivers/{drv}"
+        yield Dir(ddir)
+        for name in ("bind", "unbind", "new_id", "remove_id", "uevent"):
+            yield _write_only(f"{ddir}/{name}")
+    for fn in state.functions:
+        yield from _function(fn, state.nr_cpus)
+        yield relative_link(f"{BUS_PCI}/devices/{fn.bdf}", device_path(fn))
+        yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", device_path(fn))

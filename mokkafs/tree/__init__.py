@@ -1,0 +1,1 @@
+"""The immutable tree snapshot that FUSE serves and ``render`` writes."""

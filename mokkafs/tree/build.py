@@ -1,0 +1,122 @@
+"""Surfaces' nodes -> one immutable ``Tree``, with inode numbers stable across generations.
+
+An inode number is a hash of the node's path, so a path present in two generations (or two
+daemon runs) keeps its number, and the kernel's view of an unchanged file survives a swap.
+The root is inode 1, as FUSE requires.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mokkafs.tree.nodes import Dir, File, Node, Symlink
+
+ROOT_INODE = 1
+
+
+def inode_of(path: str) -> int:
+    """Stable inode number of a mount-relative path ('' is the root)."""
+    if not path:
+        return ROOT_INODE
+    digest = hashlib.blake2b(path.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 1) | 2  # 63 bits, never 0 or 1
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One node as served: its inode, parent, node, and (directories) sorted children."""
+
+    inode: int
+    parent: int
+    name: str
+    node: Node
+    children: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def mode(self) -> int:
+        node = self.node
+        if isinstance(node, Dir):
+            return stat.S_IFDIR | node.mode
+        if isinstance(node, Symlink):
+            return stat.S_IFLNK | 0o777
+        return stat.S_IFREG | node.mode
+
+
+class TreeError(ValueError):
+    """Two surfaces described the same path, or a node has no parent directory."""
+
+
+@dataclass(frozen=True)
+class Tree:
+    """An immutable snapshot: inode -> Entry, plus the lookup (parent, name) -> inode."""
+
+    generation: int
+    entries: dict[int, Entry]
+    names: dict[tuple[int, str], int]
+    mtime_ns: int
+
+    def lookup(self, parent: int, name: str) -> Entry | None:
+        ino = self.names.get((parent, name))
+        return None if ino is None else self.entries[ino]
+
+    def get(self, inode: int) -> Entry | None:
+        return self.entries.get(inode)
+
+    def resolve(self, path: str) -> Entry | None:
+        """The entry at a mount-relative path, without following symlinks."""
+        entry = self.entries[ROOT_INODE]
+        for part in filter(None, path.split("/")):
+            found = self.lookup(entry.inode, part)
+            if found is None:
+                return None
+            entry = found
+        return entry
+
+    def walk(self) -> Iterable[tuple[str, Entry]]:
+        """Every (path, entry), parents before children, siblings in name order."""
+        stack: list[tuple[str, Entry]] = [("", self.entries[ROOT_INODE])]
+        while stack:
+            path, entry = stack.pop()
+            yield path, entry
+            for name, ino in reversed(entry.children):
+                stack.append((f"{path}/{name}" if path else name, self.entries[ino]))
+
+
+def build(nodes: Iterable[Node], generation: int, mtime_ns: int) -> Tree:
+    """Assemble nodes into a Tree. Parent directories named by a path but not described are
+    created with mode 0755. Raises ``TreeError`` on a duplicate path."""
+    by_path: dict[str, Node] = {"": Dir("")}
+    implied: set[str] = set()  # directories created because a deeper node named them
+    for node in nodes:
+        if node.path in by_path and node.path not in implied:
+            raise TreeError(f"two surfaces describe {node.path!r}")
+        implied.discard(node.path)
+        by_path[node.path] = node
+        parent = node.path.rpartition("/")[0]
+        while parent and parent not in by_path:
+            by_path[parent] = Dir(parent)
+            implied.add(parent)
+            parent = parent.rpartition("/")[0]
+    children: dict[str, list[str]] = {}
+    for path in by_path:
+        if path:
+            parent = path.rpartition("/")[0]
+            if not isinstance(by_path[parent], Dir):
+                raise TreeError(f"{path!r} is below {parent!r}, which is not a directory")
+            children.setdefault(parent, []).append(path)
+    entries: dict[int, Entry] = {}
+    names: dict[tuple[int, str], int] = {}
+    for path, node in by_path.items():
+        ino = inode_of(path)
+        if ino in entries:
+            raise TreeError(f"inode collision between {path!r} and another path")
+        parent_path, _, name = path.rpartition("/")
+        parent_ino = inode_of(parent_path) if path else ROOT_INODE
+        kids = tuple(sorted((p.rpartition("/")[2], inode_of(p)) for p in children.get(path, ())))
+        entries[ino] = Entry(ino, parent_ino, name, node, kids)
+        if path:
+            names[(parent_ino, name)] = ino
+    return Tree(generation, entries, names, mtime_ns)

@@ -1,0 +1,61 @@
+"""What a surface describes: directories, files and symlinks at paths below the mount root.
+
+A ``File`` holds either its bytes (static) or a function of the time (dynamic: IB counters).
+Dynamic content is computed when a reader opens the file, never in the background.
+``error`` makes a file that exists but fails to read with that errno, as some sysfs attributes
+do (write-only ``remove``, ``gid_attrs/ndevs`` on an InfiniBand port).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Clock = float  # seconds on time.monotonic()'s clock
+Render = Callable[[Clock], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Dir:
+    path: str
+    mode: int = 0o755
+
+
+@dataclass(frozen=True, slots=True)
+class File:
+    path: str
+    content: bytes | Render = b""
+    mode: int = 0o444
+    error: int = 0  # errno returned on open for reading; 0 = readable
+
+    @property
+    def dynamic(self) -> bool:
+        return not isinstance(self.content, bytes)
+
+    def read(self, now: Clock) -> bytes:
+        return self.content if isinstance(self.content, bytes) else self.content(now)
+
+
+@dataclass(frozen=True, slots=True)
+class Symlink:
+    path: str
+    target: str
+
+
+Node = Dir | File | Symlink
+
+
+def text(path: str, value: object, mode: int = 0o444) -> File:
+    """A sysfs-style attribute: the value's text plus a newline."""
+    return File(path, f"{value}\n".encode(), mode)
+
+
+def relative_link(path: str, target: str) -> Symlink:
+    """A symlink at ``path`` pointing at ``target`` (both mount-relative), written relative
+    to the link's directory as the kernel writes sysfs links."""
+    src = path.split("/")[:-1]
+    dst = target.split("/")
+    common = 0
+    while common < min(len(src), len(dst)) and src[common] == dst[common]:
+        common += 1
+    return Symlink(path, "/".join([".."] * (len(src) - common) + dst[common:]))
