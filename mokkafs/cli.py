@@ -1,0 +1,150 @@
+"""The ``mokkafs`` command: argument parsing and exit codes; the work happens elsewhere."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from mokkafs import __version__
+from mokkafs.errors import MokkafsError
+from mokkafs.host import default_node_name, read_host_facts
+from mokkafs.profile.compile import Options
+from mokkafs.profile.resolve import describe_shipped, load_state, resolve, shipped_profiles
+from mokkafs.render import mode_string, render
+from mokkafs.state import State
+from mokkafs.surfaces import describe
+from mokkafs.tree.build import Tree, build
+from mokkafs.tree.nodes import File, Symlink
+
+DEFAULT_PROFILE = "h100"
+log = logging.getLogger("mokkafs")
+
+
+def _profile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help=f"shipped profile name or YAML file (default: {DEFAULT_PROFILE})")
+    p.add_argument("--node-name", default=None,
+                   help="node name for GUIDs, LIDs and node_desc (default: the host name)")
+    p.add_argument("--node-index", type=int, default=None,
+                   help="this node's index in its fleet: makes IB GUIDs and LIDs unique")
+    p.add_argument("--counter-staleness-ms", type=float, default=100.0,
+                   help="IB counters advance in steps of this many ms (0: exact at every read)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mokkafs", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"mokkafs {__version__}")
+    parser.add_argument("--debug", action="store_true", help="log at debug level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("profiles", help="list the shipped profiles")
+
+    mount = sub.add_parser("mount", help="serve the view at MOUNTPOINT until SIGINT/SIGTERM")
+    _profile_args(mount)
+    mount.add_argument("mountpoint", type=Path)
+
+    tree = sub.add_parser("tree", help="print the view (or a subtree) without mounting")
+    _profile_args(tree)
+    tree.add_argument("path", nargs="?", default="", help="mount-relative path, e.g. sys/bus/pci")
+    tree.add_argument("--cat", action="store_true", help="print the content of text files")
+
+    rend = sub.add_parser("render", help="write the view to DEST as plain files")
+    _profile_args(rend)
+    rend.add_argument("dest", type=Path)
+    return parser
+
+
+def _state(args: argparse.Namespace, generation: int = 1) -> State:
+    options = Options(
+        node_name=args.node_name or default_node_name(),
+        node_index=args.node_index,
+        generation=generation,
+        loaded_at=time.time(),
+        started_at=time.monotonic(),
+        counter_quantum=max(args.counter_staleness_ms, 0.0) / 1000.0,
+        host=read_host_facts(),
+    )
+    return load_state(resolve(args.profile), options)
+
+
+def _tree(state: State) -> Tree:
+    return build(describe(state), state.generation, int(state.loaded_at * 1e9))
+
+
+def _cmd_profiles(_: argparse.Namespace) -> int:
+    for name, path in shipped_profiles().items():
+        print(f"{name:8} {describe_shipped(path)}")
+    return 0
+
+
+def _cmd_tree(args: argparse.Namespace) -> int:
+    tree = _tree(_state(args))
+    prefix = args.path.strip("/")
+    if prefix and tree.resolve(prefix) is None:
+        raise MokkafsError(f"{prefix}: no such path in the view")
+    now = time.monotonic()
+    for path, entry in tree.walk():
+        if prefix and path != prefix and not path.startswith(prefix + "/"):
+            continue
+        line = f"{mode_string(entry.mode)} {path or '.'}"
+        node = entry.node
+        if isinstance(node, Symlink):
+            line += f" -> {node.target}"
+        elif isinstance(node, File) and args.cat and not node.error:
+            data = node.read(now)
+            if data.isascii():
+                line += " = " + data.decode().rstrip("\n").replace("\n", "\\n")
+            else:
+                line += f" = <{len(data)} bytes of binary>"
+        print(line)
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    tree = _tree(_state(args))
+    count = render(tree, args.dest, time.monotonic())
+    print(f"mokkafs: wrote {count} entries to {args.dest}", file=sys.stderr)
+    return 0
+
+
+def _cmd_mount(args: argparse.Namespace) -> int:
+    from mokkafs.daemon import serve
+    from mokkafs.fuse.adapter import TreeHolder
+
+    state = _state(args)
+    holder = TreeHolder(_tree(state))
+    announce = (f"mokkafs: serving {state.source} as node {state.node_name} at "
+                f"{args.mountpoint} (generation {state.generation}, "
+                f"{len(holder.tree.entries)} inodes)")
+    trio.run(lambda: serve(holder, args.mountpoint, announce=announce))
+    return 0
+
+
+COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "tree": _cmd_tree,
+            "render": _cmd_render}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
+                        format="mokkafs: %(levelname)s %(name)s: %(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except MokkafsError as exc:
+        print(f"mokkafs: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `mokkafs tree | head`
+        sys.stdout = None  # type: ignore[assignment]
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

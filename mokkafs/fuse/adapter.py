@@ -1,0 +1,230 @@
+"""pyfuse3 ``Operations`` over the current ``Tree``.
+
+Contract with the kernel:
+- Read-only: every mutating request answers EROFS (the mount is also ``ro``).
+- Every reply sets its cache behaviour explicitly. Static files are opened with
+  ``keep_cache`` and carry their exact size and the generation's mtime, so the page cache serves
+  repeated reads and a swap (new mtime) drops it; dynamic files (counters) are ``direct_io``:
+  every read reaches the daemon.
+- Each open takes a snapshot of the content (``handles``): a reader sees one generation and one
+  instant from its first byte to its last, whatever swaps happen meanwhile.
+- Only ``FUSEError`` leaves a handler. Anything else is logged and answered with EIO for that
+  request alone; pyfuse3 would otherwise end ``main()`` and with it the mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import itertools
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Concatenate, ParamSpec, TypeVar
+
+import pyfuse3
+
+from mokkafs.tree.build import Entry, Tree
+from mokkafs.tree.nodes import Dir, File, Symlink
+
+log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DYNAMIC_SIZE = 4096  # what sysfs reports for every text attribute
+
+
+class TreeHolder:
+    """The one reference a swap assigns. Readers take ``tree`` once per request."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+
+
+def guarded(
+    fn: Callable[Concatenate[Operations, P], Awaitable[R]],
+) -> Callable[Concatenate[Operations, P], Awaitable[R]]:
+    """Let FUSEError through; turn any other exception into a logged EIO."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Operations, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(self, *args, **kwargs)
+        except pyfuse3.FUSEError:
+            raise
+        except Exception:
+            self.failures += 1
+            log.exception("%s failed; answering EIO", fn.__name__)
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    return wrapper
+
+
+def _erofs(name: str) -> Callable[..., Awaitable[None]]:
+    async def refuse(self: Operations, *args: object, **kwargs: object) -> None:
+        raise pyfuse3.FUSEError(errno.EROFS)
+
+    refuse.__name__ = name
+    return refuse
+
+
+class Operations(pyfuse3.Operations):
+    """Serve ``holder.tree``. ``clock`` gives the time dynamic files are rendered at."""
+
+    def __init__(self, holder: TreeHolder, *, timeout: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.holder = holder
+        self.timeout = timeout
+        self.clock = clock
+        self.handles: dict[int, bytes] = {}
+        self.dir_handles: dict[int, tuple[Tree, tuple[tuple[str, int], ...]]] = {}
+        self._next_fh = itertools.count(1)
+        self.failures = 0
+
+    # -- attributes ------------------------------------------------------------------------
+
+    def attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
+        attrs = pyfuse3.EntryAttributes()
+        node = entry.node
+        attrs.st_ino = entry.inode
+        attrs.generation = 0
+        attrs.entry_timeout = self.timeout
+        attrs.attr_timeout = self.timeout
+        attrs.st_mode = entry.mode
+        attrs.st_nlink = 2 if isinstance(node, Dir) else 1
+        attrs.st_uid = 0
+        attrs.st_gid = 0
+        mtime = tree.mtime_ns
+        if isinstance(node, File):
+            if isinstance(node.content, bytes):
+                attrs.st_size = len(node.content)
+            else:
+                attrs.st_size = DYNAMIC_SIZE
+                mtime = time.time_ns()
+        elif isinstance(node, Symlink):
+            attrs.st_size = len(node.target.encode())
+        attrs.st_blksize = 4096
+        attrs.st_blocks = (attrs.st_size + 511) // 512
+        attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = mtime
+        return attrs
+
+    def _entry(self, tree: Tree, inode: int) -> Entry:
+        entry = tree.get(inode)
+        if entry is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return entry
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    @guarded
+    async def lookup(self, parent_inode: int, name: bytes,
+                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        tree = self.holder.tree
+        entry = tree.lookup(parent_inode, os.fsdecode(name))
+        if entry is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self.attributes(tree, entry)
+
+    @guarded
+    async def getattr(self, inode: int,
+                      ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
+        tree = self.holder.tree
+        return self.attributes(tree, self._entry(tree, inode))
+
+    @guarded
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        node = self._entry(self.holder.tree, inode).node
+        if not isinstance(node, Symlink):
+            raise pyfuse3.FUSEError(errno.EINVAL)
+        return os.fsencode(node.target)
+
+    # -- directories -----------------------------------------------------------------------
+
+    @guarded
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        tree = self.holder.tree
+        entry = self._entry(tree, inode)
+        if not isinstance(entry.node, Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        fh = next(self._next_fh)
+        self.dir_handles[fh] = (tree, entry.children)
+        return fh
+
+    @guarded
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        tree, children = self.dir_handles[fh]
+        for offset in range(start_id, len(children)):
+            name, inode = children[offset]
+            attrs = self.attributes(tree, tree.entries[inode])
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):
+                break
+
+    @guarded
+    async def releasedir(self, fh: int) -> None:
+        self.dir_handles.pop(fh, None)
+
+    # -- files -----------------------------------------------------------------------------
+
+    @guarded
+    async def open(self, inode: int, flags: int,
+                   ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        node = self._entry(self.holder.tree, inode).node
+        if isinstance(node, Dir):
+            raise pyfuse3.FUSEError(errno.EISDIR)
+        if not isinstance(node, File):
+            raise pyfuse3.FUSEError(errno.ELOOP)
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            raise pyfuse3.FUSEError(errno.EROFS)
+        if node.error:
+            raise pyfuse3.FUSEError(node.error)
+        fh = next(self._next_fh)
+        self.handles[fh] = node.read(self.clock())
+        if node.dynamic:
+            return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
+        return pyfuse3.FileInfo(fh=fh, direct_io=False, keep_cache=True)
+
+    @guarded
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        try:
+            data = self.handles[fh]
+        except KeyError:
+            raise pyfuse3.FUSEError(errno.EBADF) from None
+        return data[off:off + size]
+
+    @guarded
+    async def release(self, fh: int) -> None:
+        self.handles.pop(fh, None)
+
+    @guarded
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        stats = pyfuse3.StatvfsData()
+        stats.f_bsize = stats.f_frsize = 4096
+        stats.f_files = len(self.holder.tree.entries)
+        stats.f_namemax = 255
+        return stats
+
+    # -- everything that would change the tree --------------------------------------------
+
+    setattr = _erofs("setattr")
+    mknod = _erofs("mknod")
+    mkdir = _erofs("mkdir")
+    unlink = _erofs("unlink")
+    rmdir = _erofs("rmdir")
+    symlink = _erofs("symlink")
+    rename = _erofs("rename")
+    link = _erofs("link")
+    create = _erofs("create")
+    write = _erofs("write")
+    setxattr = _erofs("setxattr")
+    removexattr = _erofs("removexattr")
+
+
+def mount_options(extra: Sequence[str] = ()) -> set[str]:
+    """Options for ``pyfuse3.init``: read-only, kernel-checked modes, visible to every uid."""
+    opts = set(pyfuse3.default_options)  # default_permissions
+    opts |= {"fsname=mokkafs", "subtype=mokkafs", "allow_other", "ro"}
+    opts |= set(extra)
+    return opts
