@@ -55,7 +55,9 @@ def relative_link(path: str, target: str) -> Symlink:
     to the link's directory as the kernel writes sysfs links."""
     src = path.split("/")[:-1]
     dst = target.split("/")
+    # Like kernfs_get_target_path: the common base is an ancestor of the target's parent, so
+    # a link to an ancestor still names it (mlx5_0/device -> ../../../0000:1c:00.0).
     common = 0
-    while common < min(len(src), len(dst)) and src[common] == dst[common]:
+    while common < min(len(src), len(dst) - 1) and src[common] == dst[common]:
         common += 1
     return Symlink(path, "/".join([".."] * (len(src) - common) + dst[common:]))

@@ -1,0 +1,66 @@
+"""Shared fixtures: States from profiles, real mounts, and a hard requirement on the tools the
+tests run (a missing tool fails with its install hint; nothing is skipped)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mokkafs.profile.compile import Options
+from mokkafs.profile.resolve import load_state
+from mokkafs.state import HostFacts, State
+from mokkafs.surfaces import describe
+from mokkafs.tree.build import Tree, build
+from tests.helpers.mounts import (
+    NVML_MOCK_PROFILES,
+    SHIPPED_PROFILES,
+    Mount,
+    mokkafs_mount,
+)
+
+HOST_PROC_DEVICES = (
+    "Character devices:\n  1 mem\n  4 tty\n  5 /dev/tty\n136 pts\n195 nvidia-old-name\n"
+    "\nBlock devices:\n  7 loop\n259 blkext\n"
+)
+
+
+def require_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: run scripts/setup.sh (apt) to install the "
+                    "test consumers", pytrace=False)
+    return path
+
+
+def state_of(profile: str | Path, node_name: str = "node-a", **kw: object) -> State:
+    path = Path(profile) if isinstance(profile, Path) else SHIPPED_PROFILES / f"{profile}.yaml"
+    opts = Options(node_name=node_name, host=HostFacts(HOST_PROC_DEVICES),
+                   started_at=0.0, loaded_at=1_700_000_000.0, **kw)  # type: ignore[arg-type]
+    return load_state(path, opts)
+
+
+def tree_of(state: State) -> Tree:
+    return build(describe(state), state.generation, int(state.loaded_at * 1e9))
+
+
+ALL_PROFILES: list[Path] = sorted(SHIPPED_PROFILES.glob("*.yaml")) + sorted(
+    NVML_MOCK_PROFILES.glob("*.yaml"))
+
+
+def profile_id(path: Path) -> str:
+    return f"{path.parent.name.replace('nvml-mock-profiles', 'nvml-mock')}/{path.stem}"
+
+
+@pytest.fixture
+def mount_h100(tmp_path: Path) -> Iterator[Mount]:
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--node-name", "node-a"]) as m:
+        yield m
+
+
+@pytest.fixture
+def deadline() -> float:
+    return time.monotonic() + 30

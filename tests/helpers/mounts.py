@@ -1,0 +1,80 @@
+"""Start a real mokkafs mount in a subprocess, wait until it serves, and stop it by its PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NVML_MOCK_PROFILES = REPO.parent / "shared" / "compat" / "nvml-mock-profiles"
+SHIPPED_PROFILES = REPO / "mokkafs" / "profiles"
+
+
+@dataclass
+class Mount:
+    path: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def sys(self) -> Path:
+        return self.path / "sys"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def is_mounted(path: Path) -> bool:
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4] == str(path) for line in f)
+
+
+def wait_for(predicate: object, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if callable(predicate) and predicate():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+@contextmanager
+def mokkafs_mount(mountpoint: Path, args: Sequence[str], *,
+                  command: Sequence[str] | None = None,
+                  env: dict[str, str] | None = None) -> Iterator[Mount]:
+    """Run ``mokkafs mount ARGS MOUNTPOINT`` (or ``command``) until the mount serves; on exit
+    send SIGTERM, require a clean exit and an unmounted path."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    log = mountpoint.parent / f"{mountpoint.name}.log"
+    cmd = list(command) if command else [sys.executable, "-m", "mokkafs", "mount", *args,
+                                          str(mountpoint)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+                                env={**os.environ, **(env or {})})
+    mount = Mount(mountpoint, proc, log)
+    try:
+        wait_for(lambda: is_mounted(mountpoint) or proc.poll() is not None, 20,
+                 f"mount at {mountpoint}")
+        if proc.poll() is not None:
+            raise RuntimeError(f"mokkafs exited {proc.returncode}:\n{mount.log_text()}")
+        yield mount
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if is_mounted(mountpoint):
+            subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+            raise AssertionError(f"{mountpoint} still mounted after the daemon stopped")
+    assert proc.returncode == 0, f"mokkafs exited {proc.returncode}:\n{mount.log_text()}"
+    assert "Traceback" not in mount.log_text(), mount.log_text()

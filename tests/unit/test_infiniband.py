@@ -1,0 +1,221 @@
+"""InfiniBand formats, fleet-unique identities and the counter model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mokkafs import ib_identity
+from mokkafs.state import Traffic
+from mokkafs.surfaces import ib_traffic
+from mokkafs.surfaces.infiniband import device_numbers, rate_text
+from mokkafs.tree.nodes import File, Symlink
+from tests.conftest import state_of, tree_of
+
+GUID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}\n$")
+BASE = "sys/devices/pci0000:15/0000:1c:00.0/infiniband/mlx5_0"
+
+
+def read(tree: object, path: str, now: float = 0.0) -> str:
+    entry = tree.resolve(path)  # type: ignore[attr-defined]
+    assert entry is not None, path
+    assert isinstance(entry.node, File)
+    return entry.node.read(now).decode()
+
+
+def test_device_and_port_formats() -> None:
+    state = state_of("h100", node_name="node-a")
+    tree = tree_of(state)
+    assert read(tree, f"{BASE}/node_type") == "1: CA\n"
+    assert GUID.match(read(tree, f"{BASE}/node_guid"))
+    assert read(tree, f"{BASE}/sys_image_guid") == read(tree, f"{BASE}/node_guid")
+    assert read(tree, f"{BASE}/fw_ver") == "28.39.2048\n"
+    assert read(tree, f"{BASE}/hca_type") == "MT4129\n"
+    assert read(tree, f"{BASE}/board_id") == "MT_0000000838\n"
+    assert read(tree, f"{BASE}/node_desc") == "node-a mlx5_0\n"
+    p = f"{BASE}/ports/1"
+    assert read(tree, f"{p}/state") == "4: ACTIVE\n"
+    assert read(tree, f"{p}/phys_state") == "5: LinkUp\n"
+    assert read(tree, f"{p}/rate") == "400 Gb/sec (4X NDR)\n"
+    assert read(tree, f"{p}/link_layer") == "InfiniBand\n"
+    assert re.match(r"^0x[0-9a-f]+\n$", read(tree, f"{p}/lid"))
+    assert read(tree, f"{p}/sm_lid") == "0x1\n"
+    assert read(tree, f"{p}/cap_mask") == "0xa651e848\n"
+    guid = read(tree, f"{BASE}/node_guid").strip()
+    assert read(tree, f"{p}/gids/0") == f"fe80:0000:0000:0000:{guid}\n"
+    assert read(tree, f"{p}/gids/1") == ":".join(["0000"] * 8) + "\n"
+    assert read(tree, f"{p}/pkeys/0") == "0xffff\n"
+    assert read(tree, f"{p}/gid_attrs/types/0") == "IB/RoCE v1\n"
+
+
+def test_kernel_layout_and_links() -> None:
+    tree = tree_of(state_of("h100"))
+
+    def target(path: str) -> str:
+        node = tree.resolve(path).node  # type: ignore[union-attr]
+        assert isinstance(node, Symlink)
+        return node.target
+
+    assert target("sys/class/infiniband/mlx5_0") == (
+        "../../devices/pci0000:15/0000:1c:00.0/infiniband/mlx5_0")
+    assert target(f"{BASE}/device") == "../../../0000:1c:00.0"
+    assert target("sys/class/infiniband_verbs/uverbs0") == (
+        "../../devices/pci0000:15/0000:1c:00.0/infiniband_verbs/uverbs0")
+    assert target("sys/class/infiniband_mad/umad0") == (
+        "../../devices/pci0000:15/0000:1c:00.0/infiniband_mad/umad0")
+    assert read(tree, "sys/class/infiniband_verbs/abi_version") == "6\n"
+    assert read(tree, "sys/class/infiniband_mad/abi_version") == "5\n"
+    verbs = "sys/devices/pci0000:15/0000:1c:00.0/infiniband_verbs/uverbs0"
+    assert read(tree, f"{verbs}/ibdev") == "mlx5_0\n"
+    assert read(tree, f"{verbs}/dev") == "231:192\n"
+    assert read(tree, "sys/devices/pci0000:15/0000:1c:00.0/infiniband_mad/issm0/dev") == "231:64\n"
+
+
+def test_counter_sets() -> None:
+    tree = tree_of(state_of("h100"))
+    counters = tree.resolve(f"{BASE}/ports/1/counters")
+    assert counters is not None
+    names = {n for n, _ in counters.children}
+    assert {"port_xmit_data", "port_rcv_data", "unicast_xmit_packets", "multicast_rcv_packets",
+            "port_xmit_wait", "symbol_error", "VL15_dropped"} <= names
+    assert len(names) == 22
+    ext = tree.resolve(f"{BASE}/ports/1/counters_ext")
+    assert ext is not None and "port_xmit_data_64" in {n for n, _ in ext.children}
+
+
+@pytest.mark.parametrize(("gbps", "text"), [(100, "100 Gb/sec (4X EDR)"),
+                                            (200, "200 Gb/sec (4X HDR)"),
+                                            (800, "800 Gb/sec (4X XDR)"), (25, "25 Gb/sec (4X)")])
+def test_rate_text(gbps: int, text: str) -> None:
+    assert rate_text(gbps) == text
+
+
+def test_disabling_ib_removes_every_ib_path() -> None:
+    tree = tree_of(state_of("l40s"))
+    paths = [p for p, _ in tree.walk()]
+    assert not [p for p in paths if "infiniband" in p]
+    assert not [p for p in paths if "mlx5" in p]
+
+
+def test_device_numbers_for_cdi() -> None:
+    numbers = device_numbers(state_of("h100"))
+    assert ("/dev/infiniband/uverbs0", 231, 192) in numbers
+    assert ("/dev/infiniband/umad7", 231, 7) in numbers
+    assert ("/dev/infiniband/issm7", 231, 71) in numbers
+    assert len({(ma, mi) for _, ma, mi in numbers}) == len(numbers)
+
+
+# -- fleet-unique identities -------------------------------------------------------------
+
+def test_5000_nodes_by_index_have_unique_guids_and_lids() -> None:
+    guids: set[int] = set()
+    lids: set[int] = set()
+    for index in range(5000):
+        ident = ib_identity.NodeIdentity.derive(f"gpu-node-{index:05d}", index, "a088c2", 8)
+        for slot in range(8):
+            guids.add(ident.guid(slot))
+            lid = ident.lid(slot)
+            assert ib_identity.FIRST_LID <= lid <= ib_identity.LAST_UNICAST_LID
+            lids.add(lid)
+    assert len(guids) == 40_000
+    assert len(lids) == 40_000
+
+
+def test_5000_node_names_without_index_have_unique_guids() -> None:
+    guids = {ib_identity.NodeIdentity.derive(f"worker-{i}", None, "a088c2", 8).guid(s)
+             for i in range(5000) for s in range(8)}
+    assert len(guids) == 40_000
+
+
+def test_nvml_mock_collision_pair_is_distinct() -> None:
+    a = ib_identity.NodeIdentity.derive("38", None, "a088c2", 8)
+    b = ib_identity.NodeIdentity.derive("worker-44", None, "a088c2", 8)
+    assert a.guid(0) != b.guid(0)
+
+
+def test_node_index_beyond_the_lid_space_is_a_profile_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="too large"):
+        ib_identity.NodeIdentity.derive("n", 6200, "a088c2", 8)
+    from mokkafs.errors import ProfileError
+
+    with pytest.raises(ProfileError, match="node index 9999 is too large"):
+        state_of("h100", node_index=9999)
+
+
+def test_node_index_from_profile_and_option(tmp_path: Path) -> None:
+    a = state_of("h100", node_index=3)
+    assert a.hcas[0].ports[0].lid == 2 + 3 * 8
+    src = (Path(__file__).parents[2] / "mokkafs/profiles/h100.yaml").read_text()
+    path = tmp_path / "p.yaml"
+    path.write_text(src + "node: {index: 3}\n")
+    assert state_of(path).hcas[0].ports[0].lid == 2 + 3 * 8
+
+
+# -- counters ----------------------------------------------------------------------------
+
+traffics = st.builds(
+    Traffic,
+    xmit_bytes_per_sec=st.floats(0, 1e11), rcv_bytes_per_sec=st.floats(0, 1e11),
+    mean_packet_bytes=st.floats(64, 9000), multicast_fraction=st.floats(0, 1),
+    xmit_wait_per_sec=st.floats(0, 1e6),
+    errors_per_sec=st.just((("symbol_error", 0.5),)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(traffic=traffics, t1=st.floats(0, 1e7), dt=st.floats(0, 1e4))
+def test_counters_are_monotonic_and_consistent(traffic: Traffic, t1: float, dt: float) -> None:
+    t2 = t1 + dt
+    for name in ib_traffic.COUNTERS:
+        assert ib_traffic.counter(traffic, name, t2) >= ib_traffic.counter(traffic, name, t1)
+    for direction in ("xmit", "rcv"):
+        packets = ib_traffic.counter(traffic, f"port_{direction}_packets", t2)
+        uni = ib_traffic.counter(traffic, f"unicast_{direction}_packets", t2)
+        multi = ib_traffic.counter(traffic, f"multicast_{direction}_packets", t2)
+        assert uni + multi == packets
+
+
+def test_data_counts_four_byte_words_at_the_configured_rate() -> None:
+    traffic = Traffic(4_000_000.0, 8_000_000.0, 1000.0, 0.0, 0.0, ())
+    assert ib_traffic.counter(traffic, "port_xmit_data", 10.0) == 10_000_000
+    assert ib_traffic.counter(traffic, "port_rcv_data", 10.0) == 20_000_000
+    assert ib_traffic.counter(traffic, "port_xmit_packets", 10.0) == 40_000
+    assert ib_traffic.counter(traffic, "symbol_error", 10.0) == 0
+
+
+def test_error_counters_stay_zero_unless_configured() -> None:
+    state = state_of("h100")
+    tree = tree_of(state)
+    assert read(tree, f"{BASE}/ports/1/counters/symbol_error", now=3600.0) == "0\n"
+    assert int(read(tree, f"{BASE}/ports/1/counters/port_xmit_data", now=3600.0)) > 0
+
+
+def test_staleness_quantum() -> None:
+    assert ib_traffic.elapsed(10.26, 0.0, 0.1) == pytest.approx(10.2)
+    assert ib_traffic.elapsed(10.26, 0.0, 0.0) == pytest.approx(10.26)
+    tree = tree_of(state_of("h100", counter_quantum=0.1))
+    path = f"{BASE}/ports/1/counters/port_xmit_data"
+    assert read(tree, path, now=5.01) == read(tree, path, now=5.09)
+    assert read(tree, path, now=5.01) != read(tree, path, now=5.11)
+    exact = tree_of(state_of("h100", counter_quantum=0.0))
+    assert read(exact, path, now=5.01) != read(exact, path, now=5.02)
+
+
+def test_profile_traffic_model_and_unknown_error_counter(tmp_path: Path) -> None:
+    src = (Path(__file__).parents[2] / "mokkafs/profiles/h100.yaml").read_text()
+    path = tmp_path / "p.yaml"
+    path.write_text(src.replace("  guid_prefix: \"946dae\"", "  guid_prefix: \"946dae\"\n"
+                                "  traffic: {xmit_bytes_per_sec: 1e9, errors_per_sec: "
+                                "{symbol_error: 2}}"))
+    tree = tree_of(state_of(path))
+    assert read(tree, f"{BASE}/ports/1/counters/symbol_error", now=10.0) == "20\n"
+    assert read(tree, f"{BASE}/ports/1/counters/port_xmit_data", now=1.0) == "250000000\n"
+    path.write_text(src.replace("  guid_prefix: \"946dae\"", "  guid_prefix: \"946dae\"\n"
+                                "  traffic: {errors_per_sec: {symbol_errors: 2}}"))
+    from mokkafs.errors import ProfileError
+
+    with pytest.raises(ProfileError, match="infiniband.traffic.errors_per_sec.symbol_errors"):
+        state_of(path)
