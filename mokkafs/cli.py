@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `mokkafs tree | head`
-        sys.stdout = None  # type: ignore[assignment]
+        sys.stdout = None
         return 0
 
 

@@ -40,8 +40,11 @@ def sd_notify(message: str) -> None:
             log.warning("NOTIFY_SOCKET %s: %s", addr, exc)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 async def _signals(on_stop: Callable[[], None]) -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         async for signum in signals:
             log.info("received %s; unmounting", signal.Signals(signum).name)
             on_stop()
@@ -53,6 +56,12 @@ async def serve(holder: TreeHolder, mountpoint: Path, *, announce: str,
     """Mount ``holder``'s tree at ``mountpoint`` and serve it until a stop signal."""
     prepare_mountpoint(mountpoint)
     ops = Operations(holder)
+    # From the moment a mount exists, a stop signal must lead to an unmount, never to a death
+    # that leaves a dead mount behind: the receiver handles them while serving, and its exit
+    # restores SIG_IGN (not the default action) for the shutdown window, so a second SIGTERM
+    # from a supervisor cannot interrupt pyfuse3.close().
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
     pyfuse3.init(ops, str(mountpoint), mount_options(extra_options))
     mounted = True
     try:
@@ -68,12 +77,10 @@ async def serve(holder: TreeHolder, mountpoint: Path, *, announce: str,
             await pyfuse3.main()
             nursery.cancel_scope.cancel()
     finally:
-        with trio.move_on_after(SHUTDOWN_SECONDS) as scope:
-            scope.shield = True
-            try:
-                pyfuse3.close(unmount=True)
-                mounted = False
-            except Exception:
-                log.exception("pyfuse3.close failed")
+        try:
+            pyfuse3.close(unmount=True)
+            mounted = False
+        except Exception:
+            log.exception("pyfuse3.close failed")
         if mounted:
             lazy_unmount(mountpoint)

@@ -1,7 +1,8 @@
 """pyfuse3 ``Operations`` over the current ``Tree``.
 
 Contract with the kernel:
-- Read-only: every mutating request answers EROFS (the mount is also ``ro``).
+- Read-only: the mount is ``ro``, so the kernel answers EROFS to every write, create, rename,
+  unlink and setattr before a request reaches the daemon.
 - Every reply sets its cache behaviour explicitly. Static files are opened with
   ``keep_cache`` and carry their exact size and the generation's mtime, so the page cache serves
   repeated reads and a swap (new mtime) drops it; dynamic files (counters) are ``direct_io``:
@@ -15,13 +16,12 @@ Contract with the kernel:
 from __future__ import annotations
 
 import errno
-import functools
 import itertools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Concatenate, ParamSpec, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
 
@@ -43,13 +43,13 @@ class TreeHolder:
         self.tree = tree
 
 
-def guarded(
-    fn: Callable[Concatenate[Operations, P], Awaitable[R]],
-) -> Callable[Concatenate[Operations, P], Awaitable[R]]:
+Handler = Callable[Concatenate["Operations", P], Coroutine[Any, Any, R]]
+
+
+def guarded(fn: Handler[P, R]) -> Handler[P, R]:
     """Let FUSEError through; turn any other exception into a logged EIO."""
 
-    @functools.wraps(fn)
-    async def wrapper(self: Operations, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def wrapper(self: Operations, /, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await fn(self, *args, **kwargs)
         except pyfuse3.FUSEError:
@@ -59,15 +59,9 @@ def guarded(
             log.exception("%s failed; answering EIO", fn.__name__)
             raise pyfuse3.FUSEError(errno.EIO) from None
 
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
     return wrapper
-
-
-def _erofs(name: str) -> Callable[..., Awaitable[None]]:
-    async def refuse(self: Operations, *args: object, **kwargs: object) -> None:
-        raise pyfuse3.FUSEError(errno.EROFS)
-
-    refuse.__name__ = name
-    return refuse
 
 
 class Operations(pyfuse3.Operations):
@@ -130,7 +124,7 @@ class Operations(pyfuse3.Operations):
 
     @guarded
     async def getattr(self, inode: int,
-                      ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         tree = self.holder.tree
         return self.attributes(tree, self._entry(tree, inode))
 
@@ -205,21 +199,6 @@ class Operations(pyfuse3.Operations):
         stats.f_files = len(self.holder.tree.entries)
         stats.f_namemax = 255
         return stats
-
-    # -- everything that would change the tree --------------------------------------------
-
-    setattr = _erofs("setattr")
-    mknod = _erofs("mknod")
-    mkdir = _erofs("mkdir")
-    unlink = _erofs("unlink")
-    rmdir = _erofs("rmdir")
-    symlink = _erofs("symlink")
-    rename = _erofs("rename")
-    link = _erofs("link")
-    create = _erofs("create")
-    write = _erofs("write")
-    setxattr = _erofs("setxattr")
-    removexattr = _erofs("removexattr")
 
 
 def mount_options(extra: Sequence[str] = ()) -> set[str]:

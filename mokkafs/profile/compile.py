@@ -16,8 +16,8 @@ Placement rules (kept from nvml-mock where it had one, from the kernel where it 
 from __future__ import annotations
 
 import bisect
-from dataclasses import replace
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mokkafs import ib_identity
 from mokkafs.errors import Problem, ProfileError
@@ -31,8 +31,8 @@ from mokkafs.state import (
     Hca,
     HostFacts,
     IbPort,
-    PciFunction,
     PcieLink,
+    PciFunction,
     RootComplex,
     State,
     Traffic,
@@ -67,7 +67,7 @@ class Options:
     loaded_at: float = 0.0
     started_at: float = 0.0
     counter_quantum: float = 0.1
-    host: HostFacts = HostFacts()
+    host: HostFacts = field(default_factory=HostFacts)
 
 
 class _Problems:
@@ -116,11 +116,11 @@ def _pow2_at_least(n: int) -> int:
 
 
 def _gpus(profile: Profile, problems: _Problems) -> list[_Gpu]:
-    overrides: dict[int, tuple[int, DeviceOverride]] = {}
-    for pos, ov in enumerate(profile.devices):
-        if ov.index in overrides:
-            problems.add(("devices", pos, "index"), f"index {ov.index} is declared twice")
-        overrides[ov.index] = (pos, ov)
+    overrides: dict[int, tuple[int, DeviceOverride | None]] = {}
+    for pos, entry in enumerate(profile.devices):
+        if entry.index in overrides:
+            problems.add(("devices", pos, "index"), f"index {entry.index} is declared twice")
+        overrides[entry.index] = (pos, entry)
     count = profile.system.num_devices or len(profile.devices) or 8
     defaults = profile.device_defaults
     gpus: list[_Gpu] = []
@@ -296,8 +296,9 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                          f"{ib_identity.SLOTS_PER_NODE} port identities a node has")
         for name in ib.traffic.errors_per_sec:
             if name not in IB_ERROR_COUNTERS:
+                known = ", ".join(IB_ERROR_COUNTERS)
                 problems.add(("infiniband", "traffic", "errors_per_sec", name),
-                             f"not an error counter; expected one of {', '.join(IB_ERROR_COUNTERS)}")
+                             f"not an error counter; expected one of {known}")
     if problems.items:
         raise ProfileError(filename, problems.items)
 
@@ -308,7 +309,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
     for r in roots:
         bisect.insort(domain_roots.setdefault(r.id[3:7], []), int(r.id[8:10], 16))
     try:
-        hca_slots = _place_hcas(hca_count, gpus, placement, used, domain_roots) if hca_count else []
+        hca_slots = _place_hcas(hca_count, gpus, placement, used, domain_roots)
     except ValueError as exc:
         raise ProfileError(filename, [Problem("infiniband.hca_count", str(exc))]) from None
 
@@ -338,40 +339,38 @@ def _functions(profile: Profile, gpus: list[_Gpu], placement: dict[str, str],
     entries: list[tuple[str, PciFunction]] = []
     bars = _BarAllocator()
 
-    def common(bdf: str, root: str) -> dict[str, object]:
+    def function(bdf: str, root: str, **identity: Any) -> PciFunction:
         rc = by_root[root]
-        return {"bdf": bdf, "root": root, "numa_node": rc.numa_node, "cpus": rc.cpus}
+        return PciFunction(bdf=bdf, root=root, numa_node=rc.numa_node, cpus=rc.cpus, irq=0,
+                           **identity)
 
     for gpu in gpus:
-        entries.append((gpu.bdf, PciFunction(
-            kind="gpu", vendor=gpu.vendor, device=gpu.device,
+        entries.append((gpu.bdf, function(
+            gpu.bdf, placement[gpu.bdf], kind="gpu", vendor=gpu.vendor, device=gpu.device,
             subsystem_vendor=gpu.subsystem_vendor, subsystem_device=gpu.subsystem_device,
-            class_code=CLASS_3D, revision=gpu.revision, driver="nvidia", irq=0, link=gpu.link,
+            class_code=CLASS_3D, revision=gpu.revision, driver="nvidia", link=gpu.link,
             bars=(bars.take(0, 16 * MIB, False, False), bars.take(1, gpu.bar1_size, True, True),
                   bars.take(3, 32 * MIB, True, True)),
-            **common(gpu.bdf, placement[gpu.bdf]),  # type: ignore[arg-type]
         )))
     for sw in profile.nvlink.switches:
         link = PcieLink(4, 2, 4, 2)  # NVSwitch management links are narrow
-        entries.append((sw.bdf, PciFunction(
-            kind="nvswitch", vendor=NVIDIA,
+        entries.append((sw.bdf, function(
+            sw.bdf, placement[sw.bdf], kind="nvswitch", vendor=NVIDIA,
             device=sw.device_id or NVSWITCH_DEVICE_IDS.get(arch, NVSWITCH_DEFAULT_DEVICE_ID),
             subsystem_vendor=NVIDIA, subsystem_device=0x0000, class_code=CLASS_BRIDGE_OTHER,
-            revision=0xA1, driver="nvidia", irq=0, link=link,
+            revision=0xA1, driver="nvidia", link=link,
             bars=(bars.take(0, 32 * MIB, False, False),),
-            **common(sw.bdf, placement[sw.bdf]),  # type: ignore[arg-type]
         )))
     hca_device = int(ib.hca_type[2:])
     sub = ib.subsystem_id if ib.subsystem_id is not None else MELLANOX
     for bdf, root, _ in hca_slots:
         gen = HCA_PCIE_GEN.get(hca_device, 5)
-        entries.append((bdf, PciFunction(
-            kind="hca", vendor=MELLANOX, device=hca_device,
+        entries.append((bdf, function(
+            bdf, root, kind="hca", vendor=MELLANOX, device=hca_device,
             subsystem_vendor=sub & 0xFFFF or MELLANOX, subsystem_device=sub >> 16,
             class_code=CLASS_ETHERNET if ib.link_layer == "Ethernet" else CLASS_INFINIBAND,
-            revision=0x00, driver="mlx5_core", irq=0, link=PcieLink(gen, 16, gen, 16),
+            revision=0x00, driver="mlx5_core", link=PcieLink(gen, 16, gen, 16),
             bars=(bars.take(0, 32 * MIB, True, True),),
-            **common(bdf, root),  # type: ignore[arg-type]
         )))
     entries.sort(key=lambda e: e[0])
     # Legacy INTx lines as a BIOS would route them: distinct, stable, in address order.

@@ -57,7 +57,8 @@ def cpumask(cpus: tuple[int, ...], nr_cpus: int) -> str:
 def modalias(fn: PciFunction) -> str:
     cls = fn.class_code
     return (f"pci:v{fn.vendor:08X}d{fn.device:08X}sv{fn.subsystem_vendor:08X}"
-            f"sd{fn.subsystem_device:08X}bc{cls >> 16:02X}sc{(cls >> 8) & 0xFF:02X}i{cls & 0xFF:02X}")
+            f"sd{fn.subsystem_device:08X}"
+            f"bc{cls >> 16:02X}sc{(cls >> 8) & 0xFF:02X}i{cls & 0xFF:02X}")
 
 
 def uevent(fn: PciFunction) -> str:

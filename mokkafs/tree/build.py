@@ -12,7 +12,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mokkafs.tree.nodes import Dir, File, Node, Symlink
+from mokkafs.tree.nodes import Dir, Node, Symlink
 
 ROOT_INODE = 1
 

@@ -217,5 +217,5 @@ def test_profile_traffic_model_and_unknown_error_counter(tmp_path: Path) -> None
                                 "  traffic: {errors_per_sec: {symbol_errors: 2}}"))
     from mokkafs.errors import ProfileError
 
-    with pytest.raises(ProfileError, match="infiniband.traffic.errors_per_sec.symbol_errors"):
+    with pytest.raises(ProfileError, match=r"infiniband\.traffic\.errors_per_sec\.symbol_errors"):
         state_of(path)

@@ -1,0 +1,50 @@
+"""The README's two commands, run as written (the test command is running this very test)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.helpers.mounts import REPO, is_mounted, wait_for
+
+
+def readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"```sh\n(.*?)```", text, re.S)
+    assert block, "README has a ```sh block with the set-up commands"
+    return [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_readme_has_exactly_two_setup_commands() -> None:
+    assert readme_commands() == ["scripts/demo.sh", "scripts/test.sh"]
+    assert "scripts/test.sh" in (REPO / ".ci/run").read_text()
+
+
+def test_demo_mounts_shows_lspci_and_unmounts_on_ctrl_c(tmp_path: Path) -> None:
+    out = tmp_path / "demo.out"
+    with open(out, "wb") as f:
+        # A terminal's Ctrl-C reaches the whole foreground process group: run the demo in a
+        # group of its own and signal that group.
+        proc = subprocess.Popen(["scripts/demo.sh"], cwd=REPO, stdout=f,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: "Press Ctrl-C" in out.read_text() or proc.poll() is not None, 120,
+                 "the demo to serve")
+        text = out.read_text()
+        mnt = Path(re.search(r"serves h100 at (\S+) ", text).group(1))  # type: ignore[union-attr]
+        assert is_mounted(mnt)
+        assert "3D controller [0302]: NVIDIA Corporation GH100[H100 SXM5 80GB] [10de:2330]" in text
+        assert text.count("Kernel driver in use: nvidia") == 12  # 8 GPUs, 4 NVSwitches
+        assert "mlx5_7" in text and "state:\t\t 4: ACTIVE" in text
+        assert "235 nvidia-caps-imex-channels" in text
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+        assert not is_mounted(mnt)
+        assert not mnt.exists()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -1,0 +1,240 @@
+"""Real mounts: what the kernel sees through FUSE, read by Python, cat, lspci and Go-style reads."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from mokkafs.tree.nodes import File
+from tests.conftest import ALL_PROFILES, profile_id, require_tool, state_of, tree_of
+from tests.helpers.mounts import REPO, Mount, is_mounted, mokkafs_mount, wait_for
+
+PCI_IDS = Path("/usr/share/misc/pci.ids")
+
+
+@cache
+def pci_names() -> dict[tuple[int, int], str]:
+    """(vendor, device) -> name, from the installed pci.ids that lspci also reads."""
+    names: dict[tuple[int, int], str] = {}
+    vendor = None
+    for line in PCI_IDS.read_text(errors="replace").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if not line.startswith("\t"):
+            vendor = int(line[:4], 16) if re.match(r"^[0-9a-f]{4} ", line) else None
+        elif vendor is not None and not line.startswith("\t\t"):
+            names[(vendor, int(line[1:5], 16))] = line[7:].strip()
+    return names
+
+
+def lspci(mount: Mount, *args: str) -> str:
+    exe = require_tool("lspci")
+    result = subprocess.run([exe, "-A", "linux-sysfs", "-O",
+                             f"sysfs.path={mount.sys}/bus/pci", "-D", *args],
+                            capture_output=True, text=True, timeout=60, check=True)
+    return result.stdout
+
+
+@pytest.mark.parametrize("profile", ALL_PROFILES, ids=profile_id)
+def test_profile_serves_exactly_its_devices(tmp_path: Path, profile: Path) -> None:
+    state = state_of(profile, node_name="node-a")
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", str(profile),
+                                          "--node-name", "node-a"]) as mount:
+        listed = sorted(os.listdir(mount.sys / "bus/pci/devices"))
+        assert listed == sorted(fn.bdf for fn in state.functions)
+        out = lspci(mount, "-nn", "-k", "-vvv")
+        blocks = {b.split(" ", 1)[0]: b for b in out.strip().split("\n\n")}
+        assert sorted(blocks) == listed
+        for fn in state.functions:
+            block = blocks[fn.bdf]
+            name = pci_names().get((fn.vendor, fn.device), "Device")
+            assert f"{name} [{fn.vendor:04x}:{fn.device:04x}]" in block, block
+            assert f"Kernel driver in use: {fn.driver}" in block
+            speed = {1: "2.5", 2: "5", 3: "8", 4: "16", 5: "32", 6: "64"}[fn.link.current_gen]
+            assert f"LnkSta:\tSpeed {speed}GT/s, Width x{fn.link.current_width}" in block
+            assert f"NUMA node: {fn.numa_node}" in block or fn.numa_node < 0
+            target = os.readlink(mount.sys / "bus/pci/devices" / fn.bdf)
+            assert target == f"../../../devices/{fn.root}/{fn.bdf}"
+        ib = sorted(os.listdir(mount.sys / "class/infiniband")) if state.hcas else []
+        assert ib == sorted(h.name for h in state.hcas)
+
+
+def test_reads_are_exact_for_python_cat_and_go_style(mount_h100: Mount) -> None:
+    state = state_of("h100")
+    tree = tree_of(state)
+    gpu = "sys/devices/pci0000:15/0000:1b:00.0"
+    entry = tree.resolve(gpu)
+    assert entry is not None
+    for name, _ in entry.children:
+        node = tree.resolve(f"{gpu}/{name}").node  # type: ignore[union-attr]
+        if not isinstance(node, File) or node.error:
+            continue
+        path = mount_h100.path / gpu / name
+        expected = node.read(0.0)
+        assert path.read_bytes() == expected, name
+        cat = subprocess.run(["cat", str(path)], capture_output=True, check=True)
+        assert cat.stdout == expected, name
+        fd = os.open(path, os.O_RDONLY)  # Go's os.ReadFile: one read of st_size + 1
+        try:
+            assert os.read(fd, os.fstat(fd).st_size + 1) == expected, name
+            assert os.read(fd, 4096) == b""
+        finally:
+            os.close(fd)
+        fd = os.open(path, os.O_RDONLY)  # procfs's SysReadFile: one read of 128 bytes
+        try:
+            assert os.read(fd, 128) == expected[:128]
+        finally:
+            os.close(fd)
+
+
+def test_config_serves_any_offset(mount_h100: Mount) -> None:
+    path = mount_h100.sys / "devices/pci0000:15/0000:1b:00.0/config"
+    whole = path.read_bytes()
+    assert len(whole) == 4096
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for offset, size in ((0, 4), (0x34, 1), (0x40, 60), (4090, 100), (5000, 10)):
+            assert os.pread(fd, size, offset) == whole[offset:offset + size]
+    finally:
+        os.close(fd)
+
+
+def test_fuse_view_equals_render(tmp_path: Path, mount_h100: Mount) -> None:
+    state = state_of("h100")
+    dest = tmp_path / "rendered"
+    subprocess.run([sys.executable, "-m", "mokkafs", "render", "--profile", "h100",
+                    "--node-name", "node-a", str(dest)], check=True, cwd=REPO, timeout=60)
+    fuse_paths = sorted(str(p.relative_to(mount_h100.path)) for p in mount_h100.path.rglob("*"))
+    rendered = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    assert fuse_paths == rendered
+    tree = tree_of(state)
+    for rel in fuse_paths:
+        a, b = mount_h100.path / rel, dest / rel
+        sa, sb = os.lstat(a), os.lstat(b)
+        assert stat.S_IFMT(sa.st_mode) == stat.S_IFMT(sb.st_mode), rel
+        if stat.S_ISLNK(sa.st_mode):
+            assert os.readlink(a) == os.readlink(b), rel
+            continue
+        assert stat.S_IMODE(sa.st_mode) == stat.S_IMODE(sb.st_mode), rel
+        if stat.S_ISDIR(sa.st_mode):
+            continue
+        node = tree.resolve(rel).node  # type: ignore[union-attr]
+        assert isinstance(node, File)
+        if node.error:
+            with pytest.raises(OSError) as info:
+                a.read_bytes()
+            assert info.value.errno == node.error
+        elif node.dynamic:
+            assert a.read_bytes().strip().isdigit() and b.read_bytes().strip().isdigit()
+        else:
+            assert a.read_bytes() == b.read_bytes(), rel
+
+
+def test_readdir_types_and_symlinks(mount_h100: Mount) -> None:
+    gpu = mount_h100.sys / "devices/pci0000:15/0000:1b:00.0"
+    kinds = {e.name: (e.is_dir(follow_symlinks=False), e.is_symlink(),
+                      e.is_file(follow_symlinks=False)) for e in os.scandir(gpu)}
+    assert kinds["vendor"] == (False, False, True)
+    assert kinds["driver"] == (False, True, False)
+    assert os.path.realpath(gpu / "driver") == str(mount_h100.sys / "bus/pci/drivers/nvidia")
+    assert os.path.realpath(mount_h100.sys / "bus/pci/devices/0000:1b:00.0") == str(gpu)
+
+
+def test_read_only_and_modes(mount_h100: Mount) -> None:
+    gpu = mount_h100.sys / "devices/pci0000:15/0000:1b:00.0"
+    for flags in (os.O_WRONLY, os.O_RDWR):
+        with pytest.raises(OSError) as info:
+            os.open(gpu / "numa_node", flags)
+        assert info.value.errno == errno.EROFS
+    with pytest.raises(OSError) as info:
+        (gpu / "new").mkdir()
+    assert info.value.errno == errno.EROFS
+    with pytest.raises(OSError) as info:
+        (gpu / "remove").read_bytes()
+    assert info.value.errno == errno.EACCES
+    assert stat.S_IMODE(os.stat(gpu / "remove").st_mode) == 0o200
+    assert stat.S_IMODE(os.stat(gpu / "numa_node").st_mode) == 0o644
+    vfs = os.statvfs(mount_h100.path)
+    assert vfs.f_bsize == 4096 and vfs.f_files > 1000
+
+
+def test_proc_devices_is_served(mount_h100: Mount) -> None:
+    text = (mount_h100.path / "proc/devices").read_text()
+    assert re.search(r"(?s)Character devices:.*\n235 nvidia-caps-imex-channels\n.*Block devices:",
+                     text)
+    assert "\n231 infiniband_verbs\n" in text
+
+
+def test_handler_exception_is_eio_and_the_mount_keeps_serving(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "tests.helpers.serve_broken", str(tmp_path / "mnt")]
+    with mokkafs_mount(tmp_path / "mnt", [], command=cmd, expect_traceback=True) as mount:
+        with pytest.raises(OSError) as info:
+            (mount.path / "broken").read_bytes()
+        assert info.value.errno == errno.EIO
+        assert (mount.sys / "bus/pci/devices/0000:1b:00.0/vendor").read_bytes() == b"0x10de\n"
+        with pytest.raises(OSError):
+            (mount.path / "broken").read_bytes()
+        assert (mount.path / "proc/devices").read_text().startswith("Character devices:")
+    log = mount.log_text()
+    assert "ZeroDivisionError: a surface bug" in log and "answering EIO" in log
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_signal_unmounts_within_two_seconds(tmp_path: Path, sig: signal.Signals) -> None:
+    mnt = tmp_path / "mnt"
+    with mokkafs_mount(mnt, ["--profile", "t4"]) as mount:
+        start = time.monotonic()
+        mount.process.send_signal(sig)
+        mount.process.wait(timeout=5)
+        elapsed = time.monotonic() - start
+        assert not is_mounted(mnt)
+        assert mount.process.returncode == 0
+    assert elapsed < 2.0
+
+
+def test_stale_mount_is_cleaned_up_at_start(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    with mokkafs_mount(mnt, ["--profile", "t4"]) as first:
+        first.process.kill()
+        first.process.wait()
+        with pytest.raises(OSError) as info:
+            os.stat(mnt)
+        assert info.value.errno == errno.ENOTCONN
+        with mokkafs_mount(mnt, ["--profile", "t4"]) as second:
+            assert len(os.listdir(second.sys / "bus/pci/devices")) == 4
+            assert "dead FUSE mount" in second.log_text()
+        first.process.returncode = 0  # killed on purpose; the fixture checks the second
+
+
+def test_missing_and_busy_mountpoints_are_clear_errors(tmp_path: Path) -> None:
+    def run(mnt: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
+                               str(mnt)], capture_output=True, text=True, cwd=REPO, timeout=30)
+
+    missing = run(tmp_path / "nope")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4"]):
+        busy = run(tmp_path / "mnt")
+        assert busy.returncode == 2 and "already a mount point" in busy.stderr
+    wait_for(lambda: True, 0.1, "nothing")
+
+
+def test_repeated_stop_signals_still_unmount_cleanly(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    with mokkafs_mount(mnt, ["--profile", "h100"]) as mount:
+        for _ in range(20):  # a supervisor and a script both signalling, or an impatient user
+            mount.process.send_signal(signal.SIGTERM)
+            time.sleep(0.002)
+        mount.process.wait(timeout=5)
+        assert mount.process.returncode == 0
+        assert not is_mounted(mnt)
