@@ -9,7 +9,7 @@ cd "$here"
 
 APT_PACKAGES=(
   fuse3 libfuse3-dev pkg-config gcc make
-  pciutils infiniband-diags ibverbs-utils prometheus-node-exporter
+  pciutils infiniband-diags ibverbs-utils ibverbs-providers prometheus-node-exporter
   golang-go golang-github-prometheus-procfs-dev hwloc-nox
   curl
 )

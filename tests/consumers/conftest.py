@@ -1,0 +1,88 @@
+"""Helpers to run real consumers against a mount: private mount namespaces, device nodes,
+the Go reader built offline, and a loopback node_exporter stopped by its PID."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_tool
+
+GO_SOURCE = Path(__file__).parent / "go" / "ibdump"
+
+
+def in_namespace(script: str, timeout: float = 60) -> str:
+    """Run ``script`` with sh in a private mount namespace (the host is not affected)."""
+    result = subprocess.run(["unshare", "-m", "sh", "-c",
+                             f"mount --make-rprivate / && {script}"],
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{script}\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def with_sys(mount_sys: Path, command: str) -> str:
+    """Run a tool with a hard-coded /sys path against the view."""
+    return in_namespace(f"mount --bind {shlex.quote(str(mount_sys))} /sys && {command}")
+
+
+def with_dev_nodes(nodes: list[tuple[str, int, int]], command: str) -> str:
+    """Run ``command`` with a private /dev holding exactly these character nodes."""
+    mk = " && ".join(f"mkdir -p {shlex.quote(os.path.dirname(p))} && "
+                     f"mknod {shlex.quote(p)} c {ma} {mi}" for p, ma, mi in nodes)
+    return in_namespace(f"mount -t tmpfs tmpfs /dev && mknod /dev/null c 1 3 && {mk} && "
+                        f"{command}")
+
+
+@pytest.fixture(scope="session")
+def ibdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Go reader, built offline from Debian's prometheus/procfs source (GOPATH mode)."""
+    go = require_tool("go")
+    gopath = Path("/usr/share/gocode")
+    if not (gopath / "src/github.com/prometheus/procfs").is_dir():
+        pytest.fail("golang-github-prometheus-procfs-dev is not installed: run scripts/setup.sh",
+                    pytrace=False)
+    work = tmp_path_factory.mktemp("go")
+    out = work / "ibdump"
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(gopath), "GOPROXY": "off",
+           "GOCACHE": str(work / "cache"), "CGO_ENABLED": "0"}
+    subprocess.run([go, "build", "-o", str(out), str(GO_SOURCE / "main.go")], env=env,
+                   check=True, timeout=300, cwd=work)
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def node_exporter(sysfs: Path) -> Iterator[str]:
+    """A node_exporter with only the infiniband collector, on a loopback port of its own."""
+    exe = require_tool("prometheus-node-exporter")
+    port = free_port()
+    proc = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{port}",
+                             f"--path.sysfs={sysfs}", "--collector.disable-defaults",
+                             "--collector.infiniband"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        from tests.helpers.mounts import wait_for
+
+        def up() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(lambda: up() or proc.poll() is not None, 20, "node_exporter")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        yield url
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=10)  # reaps it and closes the stderr pipe
