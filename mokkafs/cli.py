@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -18,8 +19,8 @@ from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import describe_shipped, load_state, resolve, shipped_profiles
 from mokkafs.render import mode_string, render
 from mokkafs.state import State
-from mokkafs.surfaces import describe
-from mokkafs.tree.build import Tree, build
+from mokkafs.swap import build_tree
+from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File, Symlink
 
 DEFAULT_PROFILE = "h100"
@@ -45,8 +46,12 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("profiles", help="list the shipped profiles")
 
-    mount = sub.add_parser("mount", help="serve the view at MOUNTPOINT until SIGINT/SIGTERM")
+    mount = sub.add_parser("mount", help="serve the view at MOUNTPOINT until SIGINT/SIGTERM; "
+                           "profile edits and SIGHUP swap the view live")
     _profile_args(mount)
+    mount.add_argument("--metrics", metavar="HOST:PORT", default=None,
+                       help="serve /metrics, /healthz and /readyz there (off by default; "
+                            "e.g. 127.0.0.1:9464)")
     mount.add_argument("mountpoint", type=Path)
 
     tree = sub.add_parser("tree", help="print the view (or a subtree) without mounting")
@@ -60,21 +65,32 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _state(args: argparse.Namespace, generation: int = 1) -> State:
-    options = Options(
-        node_name=args.node_name or default_node_name(),
-        node_index=args.node_index,
-        generation=generation,
-        loaded_at=time.time(),
-        started_at=time.monotonic(),
-        counter_quantum=max(args.counter_staleness_ms, 0.0) / 1000.0,
-        host=read_host_facts(),
-    )
-    return load_state(resolve(args.profile), options)
+def _compiler(args: argparse.Namespace) -> Callable[[Path, int], State]:
+    """Read and compile the profile at a path: the same node, started once, every time."""
+    node_name = args.node_name or default_node_name()
+    started_at = time.monotonic()
+
+    def compile_at(path: Path, generation: int) -> State:
+        options = Options(
+            node_name=node_name,
+            node_index=args.node_index,
+            generation=generation,
+            loaded_at=time.time(),
+            started_at=started_at,
+            counter_quantum=max(args.counter_staleness_ms, 0.0) / 1000.0,
+            host=read_host_facts(),
+        )
+        return load_state(path, options)
+
+    return compile_at
+
+
+def _state(args: argparse.Namespace) -> State:
+    return _compiler(args)(resolve(args.profile), 1)
 
 
 def _tree(state: State) -> Tree:
-    return build(describe(state), state.generation, int(state.loaded_at * 1e9))
+    return build_tree(state)[0]
 
 
 def _cmd_profiles(_: argparse.Namespace) -> int:
@@ -114,15 +130,15 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_mount(args: argparse.Namespace) -> int:
-    from mokkafs.daemon import serve
-    from mokkafs.fuse.adapter import TreeHolder
+    from mokkafs.daemon import Daemon
+    from mokkafs.source.file import FileSource
 
-    state = _state(args)
-    holder = TreeHolder(_tree(state))
-    announce = (f"mokkafs: serving {state.source} as node {state.node_name} at "
-                f"{args.mountpoint} (generation {state.generation}, "
-                f"{len(holder.tree.entries)} inodes)")
-    trio.run(lambda: serve(holder, args.mountpoint, announce=announce))
+    # Absolute, but symlinks kept: a ConfigMap's node.yaml -> ..data/node.yaml must be watched
+    # where it is, not where its target happens to be today.
+    path = Path(os.path.abspath(resolve(args.profile)))
+    daemon = Daemon(FileSource(path, _compiler(args)), args.mountpoint,
+                    metrics_address=args.metrics)
+    trio.run(daemon.serve)
     return 0
 
 

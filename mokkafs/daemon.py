@@ -1,8 +1,14 @@
-"""The mount process: one trio nursery owns the FUSE loop and the signal handler.
+"""The mount process. One trio nursery owns the FUSE loop, the source, the swapper, the
+metrics endpoint and the signal handler.
 
-Lifecycle: check the mountpoint -> ``pyfuse3.init`` (the mount exists from here) -> announce
-readiness (stderr line, and ``READY=1`` to systemd when ``NOTIFY_SOCKET`` is set) -> serve until
-SIGINT/SIGTERM -> unmount under a shielded, time-bounded scope.
+Start: load the first State (a bad profile exits before anything is mounted) -> check the
+mountpoint -> ``pyfuse3.init`` (the mount exists from here) -> readiness: a stderr line, and
+``READY=1`` to systemd when ``NOTIFY_SOCKET`` is set.
+
+Stop (SIGINT/SIGTERM), in order, in a shielded scope bounded by ``SHUTDOWN_SECONDS``: stop the
+source, let a swap in progress finish its invalidations (they need the FUSE loop alive), mark
+not ready, run the ``before_unmount`` hooks, end the FUSE loop, unmount. SIGHUP re-reads the
+profile.
 """
 
 from __future__ import annotations
@@ -12,18 +18,28 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pyfuse3
 import trio
 
 from mokkafs.fuse.adapter import Operations, TreeHolder, mount_options
+from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.mount import lazy_unmount, prepare_mountpoint
+from mokkafs.obs.http import serve_http
+from mokkafs.obs.metrics import Health, Metrics
+from mokkafs.source import Source, Update
+from mokkafs.state import State
+from mokkafs.swap import Swapper, build_tree
+from mokkafs.tree.build import Tree
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_SECONDS = 2.0
+SHUTDOWN_SECONDS = 1.5
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+Hook = Callable[[], Awaitable[None]]
 
 
 def sd_notify(message: str) -> None:
@@ -40,47 +56,104 @@ def sd_notify(message: str) -> None:
             log.warning("NOTIFY_SOCKET %s: %s", addr, exc)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+def default_announce(state: State, tree: Tree, mountpoint: Path) -> str:
+    return (f"mokkafs: serving {state.source} as node {state.node_name} at {mountpoint} "
+            f"(generation {state.generation}, {len(tree.entries)} inodes)")
 
 
-async def _signals(on_stop: Callable[[], None]) -> None:
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
-        async for signum in signals:
-            log.info("received %s; unmounting", signal.Signals(signum).name)
-            on_stop()
-            return
+class Daemon:
+    def __init__(self, source: Source, mountpoint: Path, *, metrics_address: str | None = None,
+                 extra_options: Sequence[str] = (),
+                 before_unmount: Sequence[Hook] = (),
+                 announce: Callable[[State, Tree, Path], str] = default_announce) -> None:
+        self.source = source
+        self.mountpoint = mountpoint
+        self.metrics_address = metrics_address
+        self.extra_options = tuple(extra_options)
+        self.before_unmount = list(before_unmount)
+        self.announce = announce
+        self.metrics = Metrics()
+        self.health = Health()
+        self.metrics_port: int | None = None
+        self._source_scope = trio.CancelScope()
+        self._swaps_done = trio.Event()
 
+    async def _run_source(self, send: trio.MemorySendChannel[Update]) -> None:
+        async with send:
+            with self._source_scope:
+                await self.source.run(send)
 
-async def serve(holder: TreeHolder, mountpoint: Path, *, announce: str,
-                extra_options: tuple[str, ...] = ()) -> None:
-    """Mount ``holder``'s tree at ``mountpoint`` and serve it until a stop signal."""
-    prepare_mountpoint(mountpoint)
-    ops = Operations(holder)
-    # From the moment a mount exists, a stop signal must lead to an unmount, never to a death
-    # that leaves a dead mount behind: the receiver handles them while serving, and its exit
-    # restores SIG_IGN (not the default action) for the shutdown window, so a second SIGTERM
-    # from a supervisor cannot interrupt pyfuse3.close().
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
-    pyfuse3.init(ops, str(mountpoint), mount_options(extra_options))
-    mounted = True
-    try:
-        async with trio.open_nursery() as nursery:
-
-            def stop() -> None:
-                sd_notify("STOPPING=1")
-                pyfuse3.terminate()
-
-            nursery.start_soon(_signals, stop, name="signals")
-            print(announce, file=sys.stderr, flush=True)
-            sd_notify("READY=1")
-            await pyfuse3.main()
-            nursery.cancel_scope.cancel()
-    finally:
+    async def _apply_updates(self, recv: trio.MemoryReceiveChannel[Update],
+                             swapper: Swapper) -> None:
         try:
-            pyfuse3.close(unmount=True)
-            mounted = False
-        except Exception:
-            log.exception("pyfuse3.close failed")
-        if mounted:
-            lazy_unmount(mountpoint)
+            async with recv:
+                async for update in recv:
+                    await swapper.apply(update)
+        finally:
+            self._swaps_done.set()
+
+    async def _shutdown(self) -> None:
+        with trio.move_on_after(SHUTDOWN_SECONDS) as scope:
+            scope.shield = True
+            self._source_scope.cancel()
+            await self._swaps_done.wait()
+            self.health.serving = False
+            sd_notify("STOPPING=1")
+            for hook in self.before_unmount:
+                await hook()
+        if scope.cancelled_caught:
+            log.warning("shutdown steps took over %.1fs; unmounting anyway", SHUTDOWN_SECONDS)
+        pyfuse3.terminate()
+
+    async def _signals(self) -> None:
+        with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    log.info("received SIGHUP; re-reading the profile")
+                    self.source.reload()
+                    continue
+                log.info("received %s; unmounting", signal.Signals(signum).name)
+                await self._shutdown()
+                return
+
+    async def serve(self) -> None:
+        """Mount, serve until a stop signal, unmount. Raises ``MokkafsError`` before mounting
+        if the first State cannot be loaded or the mountpoint cannot be used."""
+        state = self.source.initial()
+        tree, counts = build_tree(state)
+        holder = TreeHolder(tree)
+        prepare_mountpoint(self.mountpoint)
+        ops = Operations(holder, observe=self.metrics.observe_request)
+        # From the moment a mount exists, a stop signal must lead to an unmount, never to a
+        # death that leaves a dead mount behind: the receiver handles them while serving, and
+        # its exit restores SIG_IGN (not the default action) for the unmount itself, so a
+        # second SIGTERM from a supervisor cannot interrupt pyfuse3.close().
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        pyfuse3.init(ops, str(self.mountpoint), mount_options(self.extra_options))
+        swapper = Swapper(holder, state, Invalidator(), self.metrics, self.health)
+        swapper.record_success(state, counts)
+        mounted = True
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.metrics_address:
+                    self.metrics_port = await nursery.start(
+                        serve_http, self.metrics_address, self.metrics, self.health)
+                send, recv = trio.open_memory_channel[Update](16)
+                nursery.start_soon(self._run_source, send, name="source")
+                nursery.start_soon(self._apply_updates, recv, swapper, name="swapper")
+                nursery.start_soon(self._signals, name="signals")
+                self.health.serving = True
+                print(self.announce(state, tree, self.mountpoint), file=sys.stderr, flush=True)
+                sd_notify("READY=1")
+                await pyfuse3.main()
+                nursery.cancel_scope.cancel()
+        finally:
+            self.health.serving = False
+            try:
+                pyfuse3.close(unmount=True)
+                mounted = False
+            except Exception:
+                log.exception("pyfuse3.close failed")
+            if mounted:
+                lazy_unmount(self.mountpoint)

@@ -67,7 +67,11 @@ class PciFunction:
 
 @dataclass(frozen=True, slots=True)
 class Traffic:
-    """Per-port rates the counters follow; see ``mokkafs.surfaces.ib_traffic``."""
+    """Per-port rates the counters follow; see ``mokkafs.surfaces.ib_traffic``.
+
+    ``origin`` and ``base`` make counters continue across a change of rates: from ``origin``
+    seconds on, a counter is its ``base`` value plus what the rates add since then.
+    """
 
     xmit_bytes_per_sec: float
     rcv_bytes_per_sec: float
@@ -75,6 +79,14 @@ class Traffic:
     multicast_fraction: float
     xmit_wait_per_sec: float
     errors_per_sec: tuple[tuple[str, float], ...]
+    origin: float = 0.0
+    base: tuple[tuple[str, int], ...] = ()
+
+    def same_rates(self, other: Traffic) -> bool:
+        return (self.xmit_bytes_per_sec, self.rcv_bytes_per_sec, self.mean_packet_bytes,
+                self.multicast_fraction, self.xmit_wait_per_sec, self.errors_per_sec) == (
+            other.xmit_bytes_per_sec, other.rcv_bytes_per_sec, other.mean_packet_bytes,
+            other.multicast_fraction, other.xmit_wait_per_sec, other.errors_per_sec)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,10 @@ Contract with the kernel:
   repeated reads and a swap (new mtime) drops it; dynamic files (counters) are ``direct_io``:
   every read reaches the daemon.
 - Each open takes a snapshot of the content (``handles``): a reader sees one generation and one
-  instant from its first byte to its last, whatever swaps happen meanwhile.
+  instant from its first byte to its last, whatever swaps happen meanwhile. Because such a
+  reader may refill the page cache with old bytes after a swap invalidated it, an open of a
+  file that still has (or had, since the last open) a handle on other bytes is answered
+  without ``keep_cache``, which makes the kernel drop the file's pages there and then.
 - Only ``FUSEError`` leaves a handler. Anything else is logged and answered with EIO for that
   request alone; pyfuse3 would otherwise end ``main()`` and with it the mount.
 """
@@ -43,21 +46,33 @@ class TreeHolder:
         self.tree = tree
 
 
+Observer = Callable[[str, float], None]  # (operation, seconds) for every request
+
+
+def _ignore(op: str, seconds: float) -> None:
+    pass
+
+
 Handler = Callable[Concatenate["Operations", P], Coroutine[Any, Any, R]]
 
 
 def guarded(fn: Handler[P, R]) -> Handler[P, R]:
     """Let FUSEError through; turn any other exception into a logged EIO."""
 
+    name = fn.__name__
+
     async def wrapper(self: Operations, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        start = time.perf_counter()
         try:
             return await fn(self, *args, **kwargs)
         except pyfuse3.FUSEError:
             raise
         except Exception:
             self.failures += 1
-            log.exception("%s failed; answering EIO", fn.__name__)
+            log.exception("%s failed; answering EIO", name)
             raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            self.observe(name, time.perf_counter() - start)
 
     wrapper.__name__ = fn.__name__
     wrapper.__doc__ = fn.__doc__
@@ -68,12 +83,16 @@ class Operations(pyfuse3.Operations):
     """Serve ``holder.tree``. ``clock`` gives the time dynamic files are rendered at."""
 
     def __init__(self, holder: TreeHolder, *, timeout: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 observe: Observer = _ignore) -> None:
         super().__init__()
         self.holder = holder
         self.timeout = timeout
         self.clock = clock
-        self.handles: dict[int, bytes] = {}
+        self.observe = observe
+        self.handles: dict[int, tuple[int, bytes]] = {}  # fh -> (inode, snapshot)
+        self.open_handles: dict[int, set[int]] = {}  # inode -> its open fhs
+        self.stale_pages: set[int] = set()  # inodes whose pages may hold other bytes
         self.dir_handles: dict[int, tuple[Tree, tuple[tuple[str, int], ...]]] = {}
         self._next_fh = itertools.count(1)
         self.failures = 0
@@ -91,7 +110,7 @@ class Operations(pyfuse3.Operations):
         attrs.st_nlink = 2 if isinstance(node, Dir) else 1
         attrs.st_uid = 0
         attrs.st_gid = 0
-        mtime = tree.mtime_ns
+        mtime = entry.mtime_ns
         if isinstance(node, File):
             if isinstance(node.content, bytes):
                 attrs.st_size = len(node.content)
@@ -175,22 +194,35 @@ class Operations(pyfuse3.Operations):
         if node.error:
             raise pyfuse3.FUSEError(node.error)
         fh = next(self._next_fh)
-        self.handles[fh] = node.read(self.clock())
+        content = node.read(self.clock())
+        others = self.open_handles.setdefault(inode, set())
+        stale = inode in self.stale_pages or any(self.handles[h][1] != content for h in others)
+        self.stale_pages.discard(inode)
+        self.handles[fh] = (inode, content)
+        others.add(fh)
         if node.dynamic:
             return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
-        return pyfuse3.FileInfo(fh=fh, direct_io=False, keep_cache=True)
+        return pyfuse3.FileInfo(fh=fh, direct_io=False, keep_cache=not stale)
 
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
         try:
-            data = self.handles[fh]
+            _, data = self.handles[fh]
         except KeyError:
             raise pyfuse3.FUSEError(errno.EBADF) from None
         return data[off:off + size]
 
     @guarded
     async def release(self, fh: int) -> None:
-        self.handles.pop(fh, None)
+        inode, content = self.handles.pop(fh)
+        others = self.open_handles[inode]
+        others.discard(fh)
+        if not others:
+            del self.open_handles[inode]
+        entry = self.holder.tree.get(inode)
+        node = entry.node if entry else None
+        if isinstance(node, File) and node.content != content and not node.dynamic:
+            self.stale_pages.add(inode)  # this handle may have cached bytes of an older tree
 
     @guarded
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:

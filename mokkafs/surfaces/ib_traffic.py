@@ -14,6 +14,7 @@ For t seconds since the node started, with rates from the profile:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from mokkafs.state import IB_ERROR_COUNTERS, Traffic
 
@@ -44,8 +45,7 @@ def elapsed(now: float, started_at: float, quantum: float) -> float:
     return math.floor(t / quantum) * quantum if quantum > 0 else t
 
 
-def counter(traffic: Traffic, name: str, t: float) -> int:
-    """The value of counters/<name> after t seconds."""
+def _since_origin(traffic: Traffic, name: str, dt: float) -> int:
     for direction, rate in (("xmit", traffic.xmit_bytes_per_sec),
                             ("rcv", traffic.rcv_bytes_per_sec)):
         if direction not in name:
@@ -53,16 +53,34 @@ def counter(traffic: Traffic, name: str, t: float) -> int:
         packets = rate / traffic.mean_packet_bytes
         multicast = packets * traffic.multicast_fraction
         if name == f"port_{direction}_data":
-            return math.floor(rate * t / 4)
+            return math.floor(rate * dt / 4)
         if name == f"multicast_{direction}_packets":
-            return math.floor(multicast * t)
+            return math.floor(multicast * dt)
         if name == f"unicast_{direction}_packets":
-            return math.floor((packets - multicast) * t)
-        if name == f"port_{direction}_packets":
-            return math.floor(multicast * t) + math.floor((packets - multicast) * t)
+            return math.floor((packets - multicast) * dt)
     if name == "port_xmit_wait":
-        return math.floor(traffic.xmit_wait_per_sec * t)
+        return math.floor(traffic.xmit_wait_per_sec * dt)
     for error, rate in traffic.errors_per_sec:
         if error == name:
-            return math.floor(rate * t)
+            return math.floor(rate * dt)
     return 0
+
+
+def counter(traffic: Traffic, name: str, t: float) -> int:
+    """The value of counters/<name> after t seconds."""
+    if name in ("port_xmit_packets", "port_rcv_packets"):
+        direction = name.split("_")[1]
+        return (counter(traffic, f"unicast_{direction}_packets", t)
+                + counter(traffic, f"multicast_{direction}_packets", t))
+    base = dict(traffic.base).get(name, 0)
+    return base + _since_origin(traffic, name, max(t - traffic.origin, 0.0))
+
+
+def continue_from(old: Traffic, new: Traffic, t: float) -> Traffic:
+    """``new``'s rates from t on, starting where ``old``'s counters are at t: counters stay
+    monotonic when a profile changes the rates of a live port."""
+    if old.same_rates(new):
+        return old
+    carried = tuple((name, counter(old, name, t)) for name in COUNTERS
+                    if name not in ("port_xmit_packets", "port_rcv_packets"))
+    return replace(new, origin=t, base=carried)

@@ -9,12 +9,13 @@ Counter files are dynamic: their content is computed from the State and the time
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from mokkafs.ib_identity import format_guid
-from mokkafs.state import Hca, IbPort, State
+from mokkafs.state import Hca, IbPort, State, Traffic
 from mokkafs.surfaces import ib_traffic
 from mokkafs.surfaces.pci import device_path
-from mokkafs.tree.nodes import Dir, File, Node, Render, relative_link, text
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 CLASS = "sys/class"
 EINVAL = 22
@@ -62,15 +63,23 @@ def gid0(port: IbPort) -> str:
     return f"fe80:0000:0000:0000:{format_guid(port.guid)}"
 
 
+@dataclass(frozen=True, slots=True)
+class CounterText:
+    """The content of one counter file at a given time. A value, not a closure, so two builds
+    of an unchanged port compare equal and a swap leaves its counters alone."""
+
+    traffic: Traffic
+    name: str
+    started_at: float
+    quantum: float
+
+    def __call__(self, now: float) -> bytes:
+        t = ib_traffic.elapsed(now, self.started_at, self.quantum)
+        return f"{ib_traffic.counter(self.traffic, self.name, t)}\n".encode()
+
+
 def _counter_file(path: str, port: IbPort, name: str, state: State) -> File:
-    traffic, started, quantum = port.traffic, state.started_at, state.counter_quantum
-
-    def render(now: float) -> bytes:
-        t = ib_traffic.elapsed(now, started, quantum)
-        return f"{ib_traffic.counter(traffic, name, t)}\n".encode()
-
-    content: Render = render
-    return File(path, content, 0o444)
+    return File(path, CounterText(port.traffic, name, state.started_at, state.counter_quantum))
 
 
 def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:

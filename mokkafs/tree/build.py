@@ -1,8 +1,11 @@
 """Surfaces' nodes -> one immutable ``Tree``, with inode numbers stable across generations.
 
-An inode number is a hash of the node's path, so a path present in two generations (or two
-daemon runs) keeps its number, and the kernel's view of an unchanged file survives a swap.
-The root is inode 1, as FUSE requires.
+An inode number is a hash of the node's kind and path, so a path present in two generations
+(or two daemon runs) keeps its number and the kernel's view of an unchanged file survives a
+swap, while a path that changes kind (file -> link) gets a new number, as the kernel requires.
+The root is inode 1, as FUSE requires. Each entry's mtime is the time of the build in which its
+content (or, for a directory, its listing) last changed, so page caches are dropped exactly
+when content changes.
 """
 
 from __future__ import annotations
@@ -17,11 +20,16 @@ from mokkafs.tree.nodes import Dir, Node, Symlink
 ROOT_INODE = 1
 
 
-def inode_of(path: str) -> int:
-    """Stable inode number of a mount-relative path ('' is the root)."""
+def _kind(node: Node) -> str:
+    return "d" if isinstance(node, Dir) else "l" if isinstance(node, Symlink) else "f"
+
+
+def inode_of(path: str, kind: str = "f") -> int:
+    """Stable inode number of a mount-relative path ('' is the root) holding a node of
+    ``kind`` ('d', 'f' or 'l')."""
     if not path:
         return ROOT_INODE
-    digest = hashlib.blake2b(path.encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(f"{kind}:{path}".encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") >> 1) | 2  # 63 bits, never 0 or 1
 
 
@@ -34,6 +42,7 @@ class Entry:
     name: str
     node: Node
     children: tuple[tuple[str, int], ...] = ()
+    mtime_ns: int = 0
 
     @property
     def mode(self) -> int:
@@ -56,7 +65,6 @@ class Tree:
     generation: int
     entries: dict[int, Entry]
     names: dict[tuple[int, str], int]
-    mtime_ns: int
 
     def lookup(self, parent: int, name: str) -> Entry | None:
         ino = self.names.get((parent, name))
@@ -85,9 +93,11 @@ class Tree:
                 stack.append((f"{path}/{name}" if path else name, self.entries[ino]))
 
 
-def build(nodes: Iterable[Node], generation: int, mtime_ns: int) -> Tree:
+def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
+          previous: Tree | None = None) -> Tree:
     """Assemble nodes into a Tree. Parent directories named by a path but not described are
-    created with mode 0755. Raises ``TreeError`` on a duplicate path."""
+    created with mode 0755. Entries equal to ``previous``'s keep their mtime; new or changed
+    ones get ``mtime_ns``. Raises ``TreeError`` on a duplicate path."""
     by_path: dict[str, Node] = {"": Dir("")}
     implied: set[str] = set()  # directories created because a deeper node named them
     for node in nodes:
@@ -107,16 +117,20 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int) -> Tree:
             if not isinstance(by_path[parent], Dir):
                 raise TreeError(f"{path!r} is below {parent!r}, which is not a directory")
             children.setdefault(parent, []).append(path)
+    inodes = {path: inode_of(path, _kind(node)) for path, node in by_path.items()}
     entries: dict[int, Entry] = {}
     names: dict[tuple[int, str], int] = {}
     for path, node in by_path.items():
-        ino = inode_of(path)
+        ino = inodes[path]
         if ino in entries:
             raise TreeError(f"inode collision between {path!r} and another path")
         parent_path, _, name = path.rpartition("/")
-        parent_ino = inode_of(parent_path) if path else ROOT_INODE
-        kids = tuple(sorted((p.rpartition("/")[2], inode_of(p)) for p in children.get(path, ())))
-        entries[ino] = Entry(ino, parent_ino, name, node, kids)
+        parent_ino = inodes[parent_path] if path else ROOT_INODE
+        kids = tuple(sorted((p.rpartition("/")[2], inodes[p]) for p in children.get(path, ())))
+        before = previous.entries.get(ino) if previous else None
+        unchanged = before is not None and before.node == node and before.children == kids
+        mtime = before.mtime_ns if unchanged and before else mtime_ns
+        entries[ino] = Entry(ino, parent_ino, name, node, kids, mtime)
         if path:
             names[(parent_ino, name)] = ino
-    return Tree(generation, entries, names, mtime_ns)
+    return Tree(generation, entries, names)

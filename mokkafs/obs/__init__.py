@@ -1,0 +1,1 @@
+"""Observability: the daemon's own metrics registry, health state, and its HTTP endpoint."""

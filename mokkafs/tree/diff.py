@@ -1,0 +1,47 @@
+"""Tree x Tree -> what the kernel must forget after a swap.
+
+Inode numbers are stable per (kind, path), so entries match by inode:
+- ``changed``: in both, with other content, mode, target or listing (their cached attributes
+  and pages must go);
+- ``removed``: gone, given as the top of each removed subtree (forgetting a directory's
+  dentry drops everything below it);
+- ``added``: new, given as the top of each added subtree (a negative dentry may be cached).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mokkafs.tree.build import Tree
+from mokkafs.tree.nodes import File
+
+
+@dataclass(frozen=True)
+class Invalidation:
+    changed_data: tuple[int, ...]  # static files whose bytes changed: drop pages and attributes
+    changed_attrs: tuple[int, ...]  # everything else that changed: attributes only
+    removed: tuple[tuple[int, str, int], ...]  # (parent inode, name, inode)
+    added: tuple[tuple[int, str], ...]  # (parent inode, name)
+
+    def __len__(self) -> int:
+        return (len(self.changed_data) + len(self.changed_attrs) + len(self.removed)
+                + len(self.added))
+
+
+def diff(old: Tree, new: Tree) -> Invalidation:
+    data: list[int] = []
+    attrs: list[int] = []
+    for ino, entry in new.entries.items():
+        before = old.entries.get(ino)
+        if before is None or (before.node == entry.node and before.children == entry.children):
+            continue
+        node = entry.node
+        if isinstance(node, File) and isinstance(node.content, bytes):
+            data.append(ino)
+        else:
+            attrs.append(ino)
+    removed = tuple((e.parent, e.name, ino) for ino, e in old.entries.items()
+                    if ino not in new.entries and e.parent in new.entries)
+    added = tuple((e.parent, e.name) for ino, e in new.entries.items()
+                  if ino not in old.entries and e.parent in old.entries)
+    return Invalidation(tuple(data), tuple(attrs), removed, added)
