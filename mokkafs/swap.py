@@ -13,12 +13,12 @@ from dataclasses import replace
 
 import trio
 
+from mokkafs import surfaces
 from mokkafs.fuse.adapter import TreeHolder
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.obs.metrics import Health, Metrics
 from mokkafs.source import Update
 from mokkafs.state import State
-from mokkafs import surfaces
 from mokkafs.surfaces import ib_traffic
 from mokkafs.tree.build import Tree, build
 from mokkafs.tree.diff import diff
