@@ -3,6 +3,7 @@ tests run (a missing tool fails with its install hint; nothing is skipped)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from mokkafs.profile.resolve import load_state
 from mokkafs.state import HostFacts, State
 from mokkafs.surfaces import describe
 from mokkafs.tree.build import Tree, build
+from mokkafs.tree.nodes import File, Symlink
 from tests.helpers.mounts import (
     NVML_MOCK_PROFILES,
     SHIPPED_PROFILES,
@@ -64,3 +66,20 @@ def mount_h100(tmp_path: Path) -> Iterator[Mount]:
 @pytest.fixture
 def deadline() -> float:
     return time.monotonic() + 30
+
+
+def read_following_links(tree: Tree, rel: str, now: float = 0.0) -> bytes:
+    """A file's content in ``tree`` at a mount-relative path, following symlinks the way the
+    kernel resolves them through the mount."""
+    current = ""
+    for part in filter(None, rel.split("/")):
+        current = f"{current}/{part}".lstrip("/")
+        for _ in range(40):
+            entry = tree.resolve(current)
+            assert entry is not None, current
+            if not isinstance(entry.node, Symlink):
+                break
+            current = os.path.normpath(os.path.join(os.path.dirname(current), entry.node.target))
+    entry = tree.resolve(current)
+    assert entry is not None and isinstance(entry.node, File), current
+    return entry.node.read(now)

@@ -85,8 +85,7 @@ class FileSource:
         try:
             state = await trio.to_thread.run_sync(self.compile, self.path, generation)
         except MokkafsError as exc:
-            log.error("%s", exc)
-            return Update(None, exc, time.time())
+            return Update(None, exc, time.time())  # the swapper logs it
         self.generation += 1
         return Update(state, None, time.time())
 

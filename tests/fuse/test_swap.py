@@ -1,0 +1,294 @@
+"""Live hot swap on a real mount: every way a profile changes, consistency under concurrent
+readers, kernel caches proven by counting requests, and bad profiles while serving."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read_following_links, require_tool, state_of, tree_of
+from tests.consumers.conftest import free_port
+from tests.helpers.mounts import REPO, SHIPPED_PROFILES, Mount, mokkafs_mount, wait_for
+
+
+@dataclass
+class Live:
+    mount: Mount
+    profile: Path  # the path mokkafs watches
+    url: str
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def ready(self) -> dict[str, object]:
+        status, body = self.get("/readyz")
+        report: dict[str, object] = json.loads(body)
+        assert (status == 200) == bool(report["ready"])
+        return report
+
+    def generation(self) -> int:
+        generation = self.ready()["generation"]
+        assert isinstance(generation, int)
+        return generation
+
+    def metric(self, name: str) -> float:
+        _, text = self.get("/metrics")
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def wait_generation(self, generation: int) -> float:
+        """Poll /readyz until ``generation`` serves; return the monotonic time it did."""
+        wait_for(lambda: self.generation() >= generation, 20, f"generation {generation}")
+        assert self.generation() == generation
+        return time.monotonic()
+
+
+def profile_text(name: str) -> str:
+    return (SHIPPED_PROFILES / f"{name}.yaml").read_text()
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    config = tmp_path / "config"
+    config.mkdir()
+    profile = config / "node.yaml"
+    profile.write_text(profile_text("a100"))
+    port = free_port()
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", str(profile), "--node-name", "node-a",
+                                          "--metrics", f"127.0.0.1:{port}"]) as mount:
+        yield Live(mount, profile, f"http://127.0.0.1:{port}")
+
+
+def rename_over(live: Live, text: str) -> None:
+    tmp = live.profile.with_name(".node.yaml.swp")
+    tmp.write_text(text)
+    os.rename(tmp, live.profile)
+
+
+def write_in_place(live: Live, text: str) -> None:
+    with open(live.profile, "r+") as f:
+        f.truncate(0)
+        f.write(text)
+
+
+def configmap_swap(live: Live, text: str) -> None:
+    """What the kubelet does to a ConfigMap volume: a new timestamped directory, then an
+    atomic rename of the ``..data`` symlink; node.yaml links through ``..data``."""
+    root = live.profile.parent
+    stamp = root / f"..{time.monotonic_ns()}"
+    stamp.mkdir()
+    (stamp / "node.yaml").write_text(text)
+    if not live.profile.is_symlink():
+        live.profile.unlink()
+        os.symlink("..data/node.yaml", live.profile)
+    tmp = root / "..data_tmp"
+    os.symlink(stamp.name, tmp)
+    old = os.readlink(root / "..data") if (root / "..data").is_symlink() else None
+    os.rename(tmp, root / "..data")
+    if old:
+        shutil.rmtree(root / old)
+
+
+def sighup(live: Live, text: str) -> None:
+    """A change inotify cannot see (the file behind a link into another directory): only a
+    SIGHUP makes mokkafs re-read."""
+    target = live.profile.parent.parent / "elsewhere" / "node.yaml"
+    target.parent.mkdir(exist_ok=True)
+    if not (live.profile.is_symlink() and Path(os.readlink(live.profile)) == target):
+        target.write_text(live.profile.read_text())
+        tmp = live.profile.with_name(".link")
+        os.symlink(target, tmp)
+        os.rename(tmp, live.profile)
+        time.sleep(0.3)  # the link swap is seen (same bytes: no new generation), settles
+    generation = live.generation()
+    target.write_text(text)
+    time.sleep(0.3)
+    assert live.generation() == generation, "a change behind the link was picked up by itself"
+    live.mount.process.send_signal(signal.SIGHUP)
+
+
+METHODS: dict[str, Callable[[Live, str], None]] = {
+    "rename": rename_over, "in-place": write_in_place, "configmap": configmap_swap,
+    "sighup": sighup}
+
+
+def lspci_bdfs(mount: Mount) -> list[str]:
+    out = subprocess.run([require_tool("lspci"), "-A", "linux-sysfs", "-O",
+                          f"sysfs.path={mount.sys}/bus/pci", "-D", "-n"],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    return sorted(line.split()[0] for line in out.splitlines())
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_swap_sequence(live: Live, method: str) -> None:
+    change = METHODS[method]
+    generation = live.generation()
+    seen: dict[str, str] = {}
+    for name in ("h100", "gb200", "a100"):
+        before = set(os.listdir(live.mount.sys / "bus/pci/devices"))
+        change(live, profile_text(name))
+        generation = live.generation() + 1 if method == "sighup" else generation + 1
+        live.wait_generation(generation)
+        state = state_of(name, node_name="node-a")
+        expected = sorted(fn.bdf for fn in state.functions)
+        assert sorted(os.listdir(live.mount.sys / "bus/pci/devices")) == expected
+        assert lspci_bdfs(live.mount) == expected
+        for gone in before - set(expected):
+            with pytest.raises(OSError) as info:
+                os.stat(live.mount.sys / "bus/pci/devices" / gone / "vendor")
+            assert info.value.errno == errno.ENOENT
+        gpu = next(fn for fn in state.functions if fn.kind == "gpu")
+        vendor = live.mount.sys / "bus/pci/devices" / gpu.bdf / "device"
+        assert vendor.read_text() == f"0x{gpu.device:04x}\n"
+        seen[name] = vendor.read_text()
+    assert len(set(seen.values())) == 3
+
+
+def test_gpus_that_stay_keep_their_inode(live: Live) -> None:
+    gpu = live.mount.sys / "devices/pci0000:00/0000:07:00.0"
+    before = {name: os.stat(gpu / name).st_ino for name in ("vendor", "device", "numa_node")}
+    text = profile_text("a100").replace(
+        '  - {index: 7, uuid: GPU-a1000000-0000-4000-8000-000000000007, pci: {bus_id: '
+        '"0000:bd:00.0"}}\n', "").replace(', "0000:bd:00.0"', "")
+    assert text != profile_text("a100")
+    rename_over(live, text)
+    live.wait_generation(2)
+    assert {name: os.stat(gpu / name).st_ino for name in before} == before
+    assert not (live.mount.sys / "bus/pci/devices/0000:bd:00.0").exists()
+
+
+def test_bad_profile_keeps_serving_and_recovers(live: Live) -> None:
+    assert live.get("/healthz") == (200, "ok\n")
+    rename_over(live, profile_text("h100") + "gpus: 8\n")
+    wait_for(lambda: live.ready()["last_error"] is not None, 20, "the error on /readyz")
+    report = live.ready()
+    assert report["generation"] == 1 and report["ready"] is True
+    assert "gpus: unknown key" in str(report["last_error"])
+    assert str(live.profile) in str(report["last_error"])
+    assert live.metric("mokkafs_source_errors_total") == 1
+    assert live.get("/healthz") == (200, "ok\n")
+    assert "0000:07:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")  # still a100
+    rename_over(live, "devices: [\n")  # a YAML syntax error too
+    wait_for(lambda: live.metric("mokkafs_source_errors_total") == 2, 20, "second error")
+    assert "YAML syntax error" in str(live.ready()["last_error"])
+    rename_over(live, profile_text("h100"))
+    live.wait_generation(2)
+    assert live.ready()["last_error"] is None
+    assert "0000:1b:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")
+    assert live.metric("mokkafs_swaps_total") == 1
+    assert live.metric("mokkafs_generation") == 2
+    assert live.get("/healthz") == (200, "ok\n")
+
+
+def requests(live: Live) -> dict[str, float]:
+    _, text = live.get("/metrics")
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("mokkafs_fuse_requests_total{"):
+            op = line.split('op="')[1].split('"')[0]
+            out[op] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def asked(before: dict[str, float], after: dict[str, float], *ops: str) -> float:
+    return sum(after.get(op, 0) - before.get(op, 0) for op in ops)
+
+
+def test_kernel_reasks_after_a_swap_and_not_without_one(live: Live) -> None:
+    """In the style of pyfuse3's own tests: count the requests that reach the daemon."""
+    gpu = live.mount.sys / "devices/pci0000:00/0000:07:00.0"
+    changed, unchanged = gpu / "device", gpu / "numa_node"
+    for path in (changed, unchanged):
+        path.read_text()
+    base = requests(live)
+    for _ in range(3):
+        os.stat(changed)
+        os.stat(unchanged)
+        changed.read_text()
+        unchanged.read_text()
+    again = requests(live)
+    assert asked(base, again, "lookup", "getattr", "read") == 0  # all from the kernel's caches
+    rename_over(live, profile_text("a100").replace("0x20B010DE", "0x20B210DE"))  # A100 80GB
+    live.wait_generation(2)
+    swapped = requests(live)
+    assert changed.read_text() == "0x20b2\n"
+    after = requests(live)
+    assert asked(swapped, after, "lookup", "getattr") >= 1  # attributes were dropped
+    assert asked(swapped, after, "read") == 1  # and the pages
+    unchanged.read_text()
+    os.stat(unchanged)
+    assert asked(after, requests(live), "lookup", "getattr", "read") == 0  # kept
+
+
+def test_concurrent_readers_see_whole_generations(tmp_path: Path, live: Live) -> None:
+    rename_over(live, profile_text("h100"))
+    live.wait_generation(2)
+    trees = {"h100": tree_of(state_of("h100", node_name="node-a")),
+             "h200": tree_of(state_of("h200", node_name="node-a"))}
+    rels = ["sys/bus/pci/devices/0000:1b:00.0/device",
+            "sys/bus/pci/devices/0000:9d:00.0/subsystem_device",
+            "sys/devices/pci0000:15/0000:1b:00.0/config",
+            "sys/class/infiniband/mlx5_0/node_guid",
+            "sys/class/infiniband/mlx5_3/fw_ver",
+            "sys/class/infiniband/mlx5_7/ports/1/gids/0",
+            "sys/bus/pci/devices/0000:df:00.0/device"]
+
+    expected = {rel: {name: read_following_links(tree, rel).hex()
+                      for name, tree in trees.items()} for rel in rels}
+    assert all(len(set(v.values())) == 2 for v in expected.values())  # every file changes
+    listing = tmp_path / "paths"
+    listing.write_text("".join(f"{live.mount.path / rel}\n" for rel in rels))
+    stop = tmp_path / "stop"
+    outs = [tmp_path / f"reader{i}.jsonl" for i in range(2)]
+    readers = [subprocess.Popen([sys.executable, "-m", "tests.helpers.reader", str(listing),
+                                 str(out), str(stop)], cwd=REPO) for out in outs]
+    acks: list[tuple[float, float, str]] = []  # (swap started, acknowledged, profile)
+    try:
+        current = "h100"
+        generation = 2
+        for _ in range(100):
+            current = "h200" if current == "h100" else "h100"
+            started = time.monotonic()
+            rename_over(live, profile_text(current))
+            generation += 1
+            acks.append((started, live.wait_generation(generation), current))
+    finally:
+        stop.touch()
+        for r in readers:
+            r.wait(timeout=30)
+    reads = [json.loads(line) for out in outs for line in out.read_text().splitlines()]
+    assert len(reads) > 1000
+    torn = enoent = stale = 0
+    for read in reads:
+        rel = str(Path(read["path"]).relative_to(live.mount.path))
+        if "errno" in read:
+            enoent += 1
+            continue
+        if read["data"] not in expected[rel].values():
+            torn += 1
+            continue
+        # The profile in force for a read that began after an acknowledgement and ended
+        # before the next swap began.
+        for (_, acked, name), nxt in zip(acks, [*acks[1:], (float("inf"), 0.0, "")], strict=True):
+            if acked <= read["start"] and read["end"] <= nxt[0]:
+                stale += read["data"] != expected[rel][name]
+    assert (torn, enoent, stale) == (0, 0, 0)

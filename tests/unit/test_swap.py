@@ -1,0 +1,100 @@
+"""Swap pieces without a mount: the diff, the invalidator's thread rule, counter continuity."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+
+import pytest
+import trio
+
+from mokkafs.fuse.invalidate import Invalidator
+from mokkafs.state import Generation, Traffic
+from mokkafs.surfaces import ib_traffic
+from mokkafs.swap import build_tree, carry_counters
+from mokkafs.tree.build import build, inode_of
+from mokkafs.tree.diff import Invalidation, diff
+from mokkafs.tree.nodes import Dir, Symlink, text
+from tests.conftest import state_of
+
+
+class RecordingKernel:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[object, ...], int]] = []
+
+    def invalidate_inode(self, inode: int, attr_only: bool) -> None:
+        self.calls.append(("inode", (inode, attr_only), threading.get_ident()))
+
+    def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None:
+        self.calls.append(("entry", (parent, name, deleted), threading.get_ident()))
+
+
+PLAN = Invalidation(changed_data=(11,), changed_attrs=(12,), removed=((1, "gone", 13),),
+                    added=((1, "new"),))
+
+
+def test_invalidation_from_the_loop_thread_fails() -> None:
+    kernel = RecordingKernel()
+
+    async def main() -> None:
+        invalidator = Invalidator(kernel)
+        with pytest.raises(RuntimeError, match="must not run on the FUSE loop's thread"):
+            invalidator.apply(PLAN)
+        assert kernel.calls == []
+        counts = await trio.to_thread.run_sync(invalidator.apply, PLAN)
+        assert counts.sent == 4
+
+    trio.run(main)
+    assert [c[0] for c in kernel.calls] == ["entry", "inode", "inode", "entry"]
+    assert kernel.calls[0][1] == (1, b"gone", 13)
+    assert kernel.calls[1][1] == (11, False) and kernel.calls[2][1] == (12, True)
+    assert all(tid != threading.main_thread().ident for _, _, tid in kernel.calls)
+
+
+def test_diff_and_mtimes() -> None:
+    old = build([text("a/x", 1), text("a/y", 1), Dir("b"), text("b/z", 1),
+                 Symlink("l", "a")], 1, 100)
+    new = build([text("a/x", 2), text("a/y", 1), text("c/w", 1), Symlink("l", "c")], 2, 200,
+                previous=old)
+    plan = diff(old, new)
+    assert plan.changed_data == (inode_of("a/x"),)
+    assert set(plan.changed_attrs) == {inode_of("l", "l"), 1}  # link target, root listing
+    assert plan.removed == ((1, "b", inode_of("b", "d")),)  # the top of the removed subtree
+    assert plan.added == ((1, "c"),)
+    assert new.resolve("a/y").mtime_ns == 100  # type: ignore[union-attr]
+    assert new.resolve("a/x").mtime_ns == 200  # type: ignore[union-attr]
+
+
+def test_a_path_that_changes_kind_gets_a_new_inode() -> None:
+    old = build([text("p", 1)], 1, 0)
+    new = build([Symlink("p", "q")], 2, 0, previous=old)
+    assert old.resolve("p").inode != new.resolve("p").inode  # type: ignore[union-attr]
+    assert diff(old, new).removed and diff(old, new).added
+
+
+def test_unchanged_profile_changes_nothing() -> None:
+    state = state_of("h100")
+    tree, _ = build_tree(state)
+    again, _ = build_tree(replace(state, generation=Generation(2)), tree)
+    assert len(diff(tree, again)) == 0
+
+
+def test_counters_stay_monotonic_when_rates_change() -> None:
+    fast = Traffic(1e9, 1e9, 1000.0, 0.1, 0.0, ())
+    slow = Traffic(1e6, 1e6, 1000.0, 0.1, 0.0, ())
+    carried = ib_traffic.continue_from(fast, slow, 100.0)
+    for name in ib_traffic.COUNTERS:
+        assert ib_traffic.counter(carried, name, 100.0) >= ib_traffic.counter(fast, name, 99.9)
+        assert ib_traffic.counter(carried, name, 150.0) >= ib_traffic.counter(carried, name, 100)
+    assert ib_traffic.counter(carried, "port_xmit_data", 110.0) == (
+        ib_traffic.counter(fast, "port_xmit_data", 100.0) + 2_500_000)
+    packets = ib_traffic.counter(carried, "port_xmit_packets", 123.0)
+    assert packets == (ib_traffic.counter(carried, "unicast_xmit_packets", 123.0)
+                       + ib_traffic.counter(carried, "multicast_xmit_packets", 123.0))
+    assert ib_traffic.continue_from(fast, replace(fast), 50.0) is fast
+
+
+def test_carry_counters_across_states(tmp_path: object) -> None:
+    old = state_of("h100")
+    new = replace(old, generation=Generation(2))
+    assert carry_counters(old, new, 10.0).hcas == old.hcas  # same rates: untouched
