@@ -292,3 +292,11 @@ def test_concurrent_readers_see_whole_generations(tmp_path: Path, live: Live) ->
             if acked <= read["start"] and read["end"] <= nxt[0]:
                 stale += read["data"] != expected[rel][name]
     assert (torn, enoent, stale) == (0, 0, 0)
+
+
+def test_a_source_that_cannot_watch_is_an_error_not_silence(live: Live) -> None:
+    shutil.rmtree(live.profile.parent)
+    wait_for(lambda: live.ready()["last_error"] is not None, 20, "the watch error on /readyz")
+    assert "cannot watch it any more" in str(live.ready()["last_error"])
+    assert live.ready()["ready"] is True  # the last good view keeps serving
+    assert "0000:07:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")

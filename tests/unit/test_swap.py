@@ -98,3 +98,14 @@ def test_carry_counters_across_states(tmp_path: object) -> None:
     old = state_of("h100")
     new = replace(old, generation=Generation(2))
     assert carry_counters(old, new, 10.0).hcas == old.hcas  # same rates: untouched
+
+
+def test_readyz_report_follows_serving() -> None:
+    from mokkafs.obs.metrics import Health
+
+    health = Health(serving=False, generation=3, surfaces={"pci": 10})
+    report = health.report()
+    assert report["ready"] is False
+    assert report["surfaces"] == {"pci": {"status": "not serving", "nodes": 10, "generation": 3}}
+    health.serving = True
+    assert health.report()["ready"] is True
