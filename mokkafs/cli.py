@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -13,6 +14,16 @@ from pathlib import Path
 import trio
 
 from mokkafs import __version__
+from mokkafs.cdi import (
+    KIND,
+    NEWEST,
+    Publisher,
+    build_spec,
+    require_serving,
+    served_device_nodes,
+    validate,
+    write_atomically,
+)
 from mokkafs.errors import MokkafsError
 from mokkafs.host import default_node_name, read_host_facts
 from mokkafs.profile.compile import Options
@@ -49,10 +60,31 @@ def _parser() -> argparse.ArgumentParser:
     mount = sub.add_parser("mount", help="serve the view at MOUNTPOINT until SIGINT/SIGTERM; "
                            "profile edits and SIGHUP swap the view live")
     _profile_args(mount)
+    mount.add_argument("--host-sysfs", default="/sys", metavar="PATH",
+                       help="pass this sysfs through beneath the simulated nodes, so the view "
+                            "can be a container's whole /sys ('none': simulated nodes only)")
+    mount.add_argument("--runtime-dir", type=Path, default=Path("/run/mokkafs"),
+                       help="where per-network-namespace sysfs instances are mounted")
     mount.add_argument("--metrics", metavar="HOST:PORT", default=None,
                        help="serve /metrics, /healthz and /readyz there (off by default; "
                             "e.g. 127.0.0.1:9464)")
+    mount.add_argument("--cdi-dir", type=Path, default=None,
+                       help="publish a CDI spec there once the mount serves (e.g. /etc/cdi); "
+                            "it is removed before unmount")
+    mount.add_argument("--cdi-version", default=None, help="CDI version of that spec")
+    mount.add_argument("--cdi-kind", default=KIND,
+                       help=f"CDI kind of that spec (default {KIND}; one per simulated node "
+                            "on a machine)")
     mount.add_argument("mountpoint", type=Path)
+
+    cdi = sub.add_parser("cdi", help="print (or write) the CDI spec of a serving mount")
+    cdi.add_argument("--mountpoint", type=Path, required=True)
+    cdi.add_argument("--cdi-version", default=None,
+                     help="CDI spec version (default: the newest, 0.8.0; podman 4.3 reads "
+                          "up to 0.5.0)")
+    cdi.add_argument("--cdi-kind", default=KIND, help=f"CDI kind (default {KIND})")
+    cdi.add_argument("--output", type=Path, default=None,
+                     help="write it there atomically instead of to standard output")
 
     tree = sub.add_parser("tree", help="print the view (or a subtree) without mounting")
     _profile_args(tree)
@@ -78,11 +110,16 @@ def _compiler(args: argparse.Namespace) -> Callable[[Path, int], State]:
             loaded_at=time.time(),
             started_at=started_at,
             counter_quantum=max(args.counter_staleness_ms, 0.0) / 1000.0,
-            host=read_host_facts(),
+            host=read_host_facts(sysfs=_host_sysfs(args)),
         )
         return load_state(path, options)
 
     return compile_at
+
+
+def _host_sysfs(args: argparse.Namespace) -> str:
+    value = str(getattr(args, "host_sysfs", "none"))
+    return "" if value in ("", "none") else os.path.abspath(value)
 
 
 def _state(args: argparse.Namespace) -> State:
@@ -136,14 +173,28 @@ def _cmd_mount(args: argparse.Namespace) -> int:
     # Absolute, but symlinks kept: a ConfigMap's node.yaml -> ..data/node.yaml must be watched
     # where it is, not where its target happens to be today.
     path = Path(os.path.abspath(resolve(args.profile)))
+    publisher = (Publisher(args.cdi_dir, args.mountpoint, args.cdi_version or NEWEST,
+                           args.cdi_kind) if args.cdi_dir else None)
     daemon = Daemon(FileSource(path, _compiler(args)), args.mountpoint,
-                    metrics_address=args.metrics)
+                    metrics_address=args.metrics, runtime_dir=args.runtime_dir, cdi=publisher)
     trio.run(daemon.serve)
     return 0
 
 
+def _cmd_cdi(args: argparse.Namespace) -> int:
+    require_serving(args.mountpoint)
+    spec = build_spec(args.mountpoint, served_device_nodes(args.mountpoint),
+                      args.cdi_version or NEWEST, kind=args.cdi_kind)
+    validate(spec)
+    if args.output:
+        write_atomically(spec, args.output)
+    else:
+        print(json.dumps(spec, indent=2))
+    return 0
+
+
 COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "tree": _cmd_tree,
-            "render": _cmd_render}
+            "render": _cmd_render, "cdi": _cmd_cdi}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

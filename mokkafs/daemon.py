@@ -2,13 +2,14 @@
 metrics endpoint and the signal handler.
 
 Start: load the first State (a bad profile exits before anything is mounted) -> check the
-mountpoint -> ``pyfuse3.init`` (the mount exists from here) -> readiness: a stderr line, and
-``READY=1`` to systemd when ``NOTIFY_SOCKET`` is set.
+mountpoint -> ``pyfuse3.init`` (the mount exists from here) -> once it answers, publish the CDI
+spec (``--cdi-dir``) -> readiness: a stderr line, and ``READY=1`` to systemd when
+``NOTIFY_SOCKET`` is set.
 
 Stop (SIGINT/SIGTERM), in order, in a shielded scope bounded by ``SHUTDOWN_SECONDS``: stop the
 source, let a swap in progress finish its invalidations (they need the FUSE loop alive), mark
-not ready, run the ``before_unmount`` hooks, end the FUSE loop, unmount. SIGHUP re-reads the
-profile.
+not ready, retract the CDI spec, run the ``before_unmount`` hooks, end the FUSE loop, unmount.
+SIGHUP re-reads the profile.
 """
 
 from __future__ import annotations
@@ -24,13 +25,17 @@ from pathlib import Path
 import pyfuse3
 import trio
 
+from mokkafs.cdi import Publisher
 from mokkafs.fuse.adapter import Operations, TreeHolder, mount_options
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.mount import lazy_unmount, prepare_mountpoint
+from mokkafs.fuse.netns import NetnsSysfs
+from mokkafs.fuse.passthrough import HostView
 from mokkafs.obs.http import serve_http
 from mokkafs.obs.metrics import Health, Metrics
 from mokkafs.source import Source, Update
 from mokkafs.state import State
+from mokkafs.surfaces.infiniband import device_numbers
 from mokkafs.swap import Swapper, build_tree
 from mokkafs.tree.build import Tree
 
@@ -65,6 +70,8 @@ class Daemon:
     def __init__(self, source: Source, mountpoint: Path, *, metrics_address: str | None = None,
                  extra_options: Sequence[str] = (),
                  before_unmount: Sequence[Hook] = (),
+                 runtime_dir: Path = Path("/run/mokkafs"),
+                 cdi: Publisher | None = None,
                  announce: Callable[[State, Tree, Path], str] = default_announce) -> None:
         self.source = source
         self.mountpoint = mountpoint
@@ -72,6 +79,8 @@ class Daemon:
         self.extra_options = tuple(extra_options)
         self.before_unmount = list(before_unmount)
         self.announce = announce
+        self.runtime_dir = runtime_dir
+        self.cdi = cdi
         self.metrics = Metrics()
         self.health = Health()
         self.metrics_port: int | None = None
@@ -99,6 +108,8 @@ class Daemon:
             await self._swaps_done.wait()
             self.health.serving = False
             sd_notify("STOPPING=1")
+            if self.cdi:  # no new container may be given a mount that is about to go
+                await trio.to_thread.run_sync(self.cdi.retract)
             for hook in self.before_unmount:
                 await hook()
         if scope.cancelled_caught:
@@ -116,6 +127,19 @@ class Daemon:
                 await self._shutdown()
                 return
 
+    async def _publish(self, state: State) -> None:
+        if self.cdi:
+            await trio.to_thread.run_sync(self.cdi.publish, device_numbers(state))
+
+    async def _ready(self, state: State, tree: Tree) -> None:
+        """Announce readiness once the mount answers a request (a stat of its root from a
+        worker thread, which only the running FUSE loop can satisfy), after the CDI spec."""
+        await trio.to_thread.run_sync(os.stat, self.mountpoint / "proc")
+        await self._publish(state)
+        self.health.serving = True
+        print(self.announce(state, tree, self.mountpoint), file=sys.stderr, flush=True)
+        sd_notify("READY=1")
+
     async def serve(self) -> None:
         """Mount, serve until a stop signal, unmount. Raises ``MokkafsError`` before mounting
         if the first State cannot be loaded or the mountpoint cannot be used."""
@@ -123,7 +147,9 @@ class Daemon:
         tree, counts = build_tree(state)
         holder = TreeHolder(tree)
         prepare_mountpoint(self.mountpoint)
-        ops = Operations(holder, observe=self.metrics.observe_request)
+        netns = NetnsSysfs(state.host.sysfs, self.runtime_dir) if state.host.sysfs else None
+        ops = Operations(holder, observe=self.metrics.observe_request,
+                         host=HostView(netns) if netns else None)
         # From the moment a mount exists, a stop signal must lead to an unmount, never to a
         # death that leaves a dead mount behind: the receiver handles them while serving, and
         # its exit restores SIG_IGN (not the default action) for the unmount itself, so a
@@ -131,7 +157,8 @@ class Daemon:
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
         pyfuse3.init(ops, str(self.mountpoint), mount_options(self.extra_options))
-        swapper = Swapper(holder, state, Invalidator(), self.metrics, self.health)
+        swapper = Swapper(holder, state, Invalidator(), self.metrics, self.health,
+                          after_swap=self._publish if self.cdi else None)
         swapper.record_success(state, counts)
         mounted = True
         try:
@@ -143,9 +170,7 @@ class Daemon:
                 nursery.start_soon(self._run_source, send, name="source")
                 nursery.start_soon(self._apply_updates, recv, swapper, name="swapper")
                 nursery.start_soon(self._signals, name="signals")
-                self.health.serving = True
-                print(self.announce(state, tree, self.mountpoint), file=sys.stderr, flush=True)
-                sd_notify("READY=1")
+                nursery.start_soon(self._ready, state, tree, name="ready")
                 await pyfuse3.main()
                 nursery.cancel_scope.cancel()
         finally:
@@ -157,3 +182,5 @@ class Daemon:
                 log.exception("pyfuse3.close failed")
             if mounted:
                 lazy_unmount(self.mountpoint)
+            if netns:
+                netns.close()

@@ -8,11 +8,12 @@ from pathlib import Path
 from mokkafs.state import HostFacts
 
 
-def read_host_facts(proc: Path = Path("/proc")) -> HostFacts:
+def read_host_facts(proc: Path = Path("/proc"), sysfs: str = "") -> HostFacts:
+    """The host's /proc/devices, and the sysfs to pass through ("" for none)."""
     try:
-        return HostFacts(proc_devices=(proc / "devices").read_text())
+        return HostFacts(proc_devices=(proc / "devices").read_text(), sysfs=sysfs)
     except OSError:
-        return HostFacts()
+        return HostFacts(sysfs=sysfs)
 
 
 def default_node_name() -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import trio
@@ -56,7 +57,9 @@ class Swapper:
     """Owns the served State; every successful update replaces it."""
 
     def __init__(self, holder: TreeHolder, state: State, invalidator: Invalidator,
-                 metrics: Metrics, health: Health) -> None:
+                 metrics: Metrics, health: Health,
+                 after_swap: Callable[[State], Awaitable[None]] | None = None) -> None:
+        self.after_swap = after_swap
         self.holder = holder
         self.state = state
         self.invalidator = invalidator
@@ -94,6 +97,8 @@ class Swapper:
         self.record_success(state, counts)
         self.health.last_error = None
         self.health.last_error_at = None
+        if self.after_swap is not None:
+            await self.after_swap(state)
         log.info("serving generation %d from %s: %d changed, %d removed, %d added "
                  "(%d invalidations) in %.1f ms", state.generation, state.source,
                  len(plan.changed_data) + len(plan.changed_attrs), len(plan.removed),

@@ -12,6 +12,8 @@ Contract with the kernel:
   reader may refill the page cache with old bytes after a swap invalidated it, an open of a
   file that still has (or had, since the last open) a handle on other bytes is answered
   without ``keep_cache``, which makes the kernel drop the file's pages there and then.
+- Beneath directories that merge the host's sysfs (``Dir.merge``), names the tree does not have
+  are the host's, served by ``mokkafs.fuse.passthrough`` at request time.
 - Only ``FUSEError`` leaves a handler. Anything else is logged and answered with EIO for that
   request alone; pyfuse3 would otherwise end ``main()`` and with it the mount.
 """
@@ -19,6 +21,7 @@ Contract with the kernel:
 from __future__ import annotations
 
 import errno
+import fnmatch
 import itertools
 import logging
 import os
@@ -27,7 +30,9 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
+import trio
 
+from mokkafs.fuse.passthrough import HostNode, HostView
 from mokkafs.tree.build import Entry, Tree
 from mokkafs.tree.nodes import Dir, File, Symlink
 
@@ -84,16 +89,18 @@ class Operations(pyfuse3.Operations):
 
     def __init__(self, holder: TreeHolder, *, timeout: float = 60.0,
                  clock: Callable[[], float] = time.monotonic,
-                 observe: Observer = _ignore) -> None:
+                 observe: Observer = _ignore, host: HostView | None = None) -> None:
         super().__init__()
         self.holder = holder
+        self.host = host
         self.timeout = timeout
         self.clock = clock
         self.observe = observe
         self.handles: dict[int, tuple[int, bytes]] = {}  # fh -> (inode, snapshot)
         self.open_handles: dict[int, set[int]] = {}  # inode -> its open fhs
         self.stale_pages: set[int] = set()  # inodes whose pages may hold other bytes
-        self.dir_handles: dict[int, tuple[Tree, tuple[tuple[str, int], ...]]] = {}
+        self.host_handles: dict[int, int] = {}  # fh -> host file descriptor
+        self.dir_handles: dict[int, list[tuple[str, pyfuse3.EntryAttributes]]] = {}
         self._next_fh = itertools.count(1)
         self.failures = 0
 
@@ -130,48 +137,114 @@ class Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOENT)
         return entry
 
+    def _host_dir(self, tree: Tree, inode: int) -> tuple[str, tuple[str, ...]] | None:
+        """(host path, hidden patterns) of a directory whose host entries show, or None."""
+        entry = tree.get(inode)
+        if entry is not None:
+            node = entry.node
+            if self.host and isinstance(node, Dir) and node.merge is not None:
+                return node.merge, node.hide
+            return None
+        host = self.host.nodes.get(inode) if self.host else None
+        return (host.rel, ()) if host else None
+
+    def _host_node(self, inode: int) -> HostNode:
+        node = self.host.nodes.get(inode) if self.host else None
+        if node is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return node
+
+    def _host_path(self, node: HostNode) -> str:
+        assert self.host is not None
+        path = self.host.path(node)
+        if path is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return path
+
     # -- lookups ---------------------------------------------------------------------------
 
     @guarded
     async def lookup(self, parent_inode: int, name: bytes,
                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         tree = self.holder.tree
-        entry = tree.lookup(parent_inode, os.fsdecode(name))
-        if entry is None:
+        text = os.fsdecode(name)
+        entry = tree.lookup(parent_inode, text)
+        if entry is not None:
+            return self.attributes(tree, entry)
+        merged = self._host_dir(tree, parent_inode)
+        if merged is None or self.host is None or text in (".", ".."):
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return self.attributes(tree, entry)
+        base, hide = merged
+        if any(fnmatch.fnmatchcase(text, pattern) for pattern in hide):
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        found = await trio.to_thread.run_sync(self.host.node, f"{base}/{text}".lstrip("/"),
+                                              ctx.pid)
+        if found is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self.host.attributes(*found)
 
     @guarded
     async def getattr(self, inode: int,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         tree = self.holder.tree
-        return self.attributes(tree, self._entry(tree, inode))
+        entry = tree.get(inode)
+        if entry is not None:
+            return self.attributes(tree, entry)
+        node = self._host_node(inode)
+        assert self.host is not None
+        st = self.host.lstat(node)
+        if st is None:
+            raise pyfuse3.FUSEError(errno.ENOENT)
+        return self.host.attributes(node, st)
 
     @guarded
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
-        node = self._entry(self.holder.tree, inode).node
-        if not isinstance(node, Symlink):
+        entry = self.holder.tree.get(inode)
+        if entry is None:
+            return os.fsencode(os.readlink(self._host_path(self._host_node(inode))))
+        if not isinstance(entry.node, Symlink):
             raise pyfuse3.FUSEError(errno.EINVAL)
-        return os.fsencode(node.target)
+        return os.fsencode(entry.node.target)
 
     # -- directories -----------------------------------------------------------------------
+
+    def _host_listing(self, base: str, hide: tuple[str, ...], taken: set[str], pid: int,
+                      ) -> list[tuple[str, pyfuse3.EntryAttributes]]:
+        assert self.host is not None
+        listing = []
+        for name in self.host.listdir(base, pid):
+            if name in taken or any(fnmatch.fnmatchcase(name, p) for p in hide):
+                continue
+            found = self.host.node(f"{base}/{name}".lstrip("/"), pid)
+            if found is not None:
+                listing.append((name, self.host.attributes(*found)))
+        return listing
 
     @guarded
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         tree = self.holder.tree
-        entry = self._entry(tree, inode)
-        if not isinstance(entry.node, Dir):
+        entry = tree.get(inode)
+        if entry is not None and not isinstance(entry.node, Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
+        if entry is None:
+            self._host_node(inode)
+        items = [] if entry is None else [
+            (name, self.attributes(tree, tree.entries[ino])) for name, ino in entry.children]
+        merged = self._host_dir(tree, inode)
+        if merged is not None:
+            taken = {name for name, _ in items}
+            items += await trio.to_thread.run_sync(self._host_listing, merged[0], merged[1],
+                                                   taken, ctx.pid)
+            items.sort(key=lambda item: item[0])
         fh = next(self._next_fh)
-        self.dir_handles[fh] = (tree, entry.children)
+        self.dir_handles[fh] = items
         return fh
 
     @guarded
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        tree, children = self.dir_handles[fh]
-        for offset in range(start_id, len(children)):
-            name, inode = children[offset]
-            attrs = self.attributes(tree, tree.entries[inode])
+        items = self.dir_handles[fh]
+        for offset in range(start_id, len(items)):
+            name, attrs = items[offset]
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):
                 break
 
@@ -184,13 +257,23 @@ class Operations(pyfuse3.Operations):
     @guarded
     async def open(self, inode: int, flags: int,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        node = self._entry(self.holder.tree, inode).node
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            raise pyfuse3.FUSEError(errno.EROFS)
+        entry = self.holder.tree.get(inode)
+        if entry is None:
+            path = self._host_path(self._host_node(inode))
+            try:
+                fd = await trio.to_thread.run_sync(os.open, path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
+            fh = next(self._next_fh)
+            self.host_handles[fh] = fd
+            return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
+        node = entry.node
         if isinstance(node, Dir):
             raise pyfuse3.FUSEError(errno.EISDIR)
         if not isinstance(node, File):
             raise pyfuse3.FUSEError(errno.ELOOP)
-        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
-            raise pyfuse3.FUSEError(errno.EROFS)
         if node.error:
             raise pyfuse3.FUSEError(node.error)
         fh = next(self._next_fh)
@@ -206,6 +289,12 @@ class Operations(pyfuse3.Operations):
 
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
+        fd = self.host_handles.get(fh)
+        if fd is not None:
+            try:
+                return await trio.to_thread.run_sync(os.pread, fd, size, off)
+            except OSError as exc:
+                raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
         try:
             _, data = self.handles[fh]
         except KeyError:
@@ -214,6 +303,10 @@ class Operations(pyfuse3.Operations):
 
     @guarded
     async def release(self, fh: int) -> None:
+        fd = self.host_handles.pop(fh, None)
+        if fd is not None:
+            os.close(fd)
+            return
         inode, content = self.handles.pop(fh)
         others = self.open_handles[inode]
         others.discard(fh)

@@ -114,7 +114,6 @@ def _root(root: RootComplex) -> Iterator[Node]:
 
 
 def nodes(state: State) -> Iterator[Node]:
-    yield Dir(SYS_DEVICES)
     yield Dir(BUS_PCI)
     yield Dir(f"{BUS_PCI}/devices")
     yield Dir(f"{BUS_PCI}/drivers")

@@ -17,8 +17,14 @@ Render = Callable[[Clock], bytes]
 
 @dataclass(frozen=True, slots=True)
 class Dir:
+    """A directory. With ``merge`` set, it also shows the entries of that directory of the
+    host's sysfs (a path relative to its root, "" for the root itself), read when asked,
+    except names matching a ``hide`` pattern and names the tree itself has."""
+
     path: str
     mode: int = 0o755
+    merge: str | None = None
+    hide: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

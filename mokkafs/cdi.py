@@ -1,0 +1,169 @@
+"""CDI specs that give containers the simulated node at the kernel paths.
+
+Layout (docs/containers.md says why): the view's ``sys`` becomes the container's whole
+``/sys`` (simulated nodes merged over the host's live sysfs, the network-namespace-scoped
+parts served from the container's own namespace); ``/proc/devices`` is bound over by a
+createContainer hook, because runc refuses mounts inside /proc; the IB character devices
+consumers stat are device nodes.
+
+Devices of kind ``mokkafs.io/node``:
+- ``all``: everything below;
+- ``sys``: the /sys mount only;
+- ``proc-devices``: the hook only; ``proc-devices-mount``: a direct mount instead (crun allows
+  it, runc does not);
+- ``infiniband``: the /dev/infiniband nodes only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mokkafs.errors import MokkafsError
+
+KIND = "mokkafs.io/node"
+VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0")
+NEWEST = VERSIONS[-1]
+SCHEMA = Path("/usr/share/gocode/src/github.com/container-orchestrated-devices/"
+              "container-device-interface/schema/schema.json")
+
+DeviceNode = tuple[str, int, int]  # container path, major, minor
+
+
+def hook_path() -> str:
+    """The installed ``mokkafs-hook`` next to this interpreter."""
+    candidate = Path(sys.executable).parent / "mokkafs-hook"
+    found = str(candidate) if candidate.exists() else shutil.which("mokkafs-hook")
+    if not found:
+        raise MokkafsError("mokkafs-hook is not installed next to mokkafs; reinstall mokkafs")
+    return os.path.abspath(found)
+
+
+def spec_file_name(kind: str) -> str:
+    """``mokkafs.io/node`` -> ``mokkafs.io_node.json``: one file per kind."""
+    return kind.replace("/", "_") + ".json"
+
+
+def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = NEWEST,
+               hook: str | None = None, kind: str = KIND) -> dict[str, Any]:
+    if version not in VERSIONS:
+        raise MokkafsError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
+    mnt = os.path.abspath(mountpoint)
+    sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
+                 "options": ["rbind", "ro", "nosuid", "nodev", "noexec"]}
+    proc_hook = {"hookName": "createContainer", "path": hook or hook_path(),
+                 "args": ["mokkafs-hook", "bind", f"{mnt}/proc/devices", "/proc/devices"]}
+    proc_mount = {"hostPath": f"{mnt}/proc/devices", "containerPath": "/proc/devices",
+                  "options": ["bind", "ro", "nosuid", "nodev"]}
+    device_nodes = [{"path": path, "type": "c", "major": major, "minor": minor,
+                     "permissions": "rw"} for path, major, minor in nodes]
+
+    def device(name: str, **edits: Any) -> dict[str, Any]:
+        return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
+
+    devices = [
+        device("all", mounts=[sys_mount], hooks=[proc_hook], deviceNodes=device_nodes),
+        device("sys", mounts=[sys_mount]),
+        device("proc-devices", hooks=[proc_hook]),
+        device("proc-devices-mount", mounts=[proc_mount]),
+    ]
+    if device_nodes:
+        devices.append(device("infiniband", deviceNodes=device_nodes))
+    return {"cdiVersion": version, "kind": kind, "devices": devices}
+
+
+def validate(spec: dict[str, Any], schema: Path = SCHEMA) -> None:
+    """Check ``spec`` against the CDI JSON schema (Debian's copy) and the CDI name rules."""
+    if not re.fullmatch(r"[a-z0-9.-]+/[a-zA-Z0-9._-]+", spec["kind"]):
+        raise MokkafsError(f"invalid CDI kind {spec['kind']!r}")
+    for dev in spec["devices"]:
+        if not re.fullmatch(r"[a-zA-Z0-9][a-zA-Z0-9._-]*", dev["name"]):
+            raise MokkafsError(f"invalid CDI device name {dev['name']!r}")
+    if not schema.exists():
+        raise MokkafsError(f"CDI schema {schema} is missing: install "
+                           "golang-github-container-orchestrated-devices-container-device-"
+                           "interface-dev (scripts/setup.sh does)")
+    import jsonschema
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT7
+
+    defs = json.loads((schema.parent / "defs.json").read_text())
+    main = json.loads(schema.read_text())
+    registry: Registry[Any] = Registry().with_resource(
+        "defs.json", Resource.from_contents(defs, default_specification=DRAFT7))
+    validator = jsonschema.Draft7Validator(main, registry=registry)
+    errors = sorted(validator.iter_errors(spec), key=lambda e: list(e.path))
+    if errors:
+        raise MokkafsError("CDI spec does not match the schema: " + "; ".join(
+            f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors))
+
+
+def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
+    """The IB character devices a serving mount describes, read from the mount itself."""
+    nodes: list[DeviceNode] = []
+    for cls in ("infiniband_verbs", "infiniband_mad"):
+        base = mountpoint / "sys/class" / cls
+        if not base.is_dir():
+            continue
+        for entry in sorted(base.iterdir()):
+            dev = entry / "dev"
+            if dev.exists():
+                major, minor = (int(x) for x in dev.read_text().split(":"))
+                nodes.append((f"/dev/infiniband/{entry.name}", major, minor))
+    return nodes
+
+
+def require_serving(mountpoint: Path) -> None:
+    """Raise unless a mokkafs mount serves at ``mountpoint``."""
+    target = os.path.abspath(mountpoint)
+    with open("/proc/self/mountinfo") as f:
+        kinds = [line.split(" - ")[1].split()[0] for line in f
+                 if line.split()[4] == target and " - " in line]
+    if not kinds or kinds[-1] != "fuse.mokkafs":
+        raise MokkafsError(f"{mountpoint} is not a mokkafs mount; start `mokkafs mount` first")
+    try:
+        (mountpoint / "proc/devices").read_bytes()
+    except OSError as exc:
+        raise MokkafsError(f"{mountpoint} does not serve ({exc.strerror})") from None
+
+
+def write_atomically(spec: dict[str, Any], path: Path) -> None:
+    """Write the spec next to its final name and rename it into place: a runtime scanning
+    the CDI directory sees the old spec or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mokkafs-", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(spec, f, indent=2)
+        f.write("\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+class Publisher:
+    """Keeps ``<cdi_dir>/<kind>.json`` in step with a serving mount."""
+
+    def __init__(self, cdi_dir: Path, mountpoint: Path, version: str = NEWEST,
+                 kind: str = KIND) -> None:
+        self.path = cdi_dir / spec_file_name(kind)
+        self.mountpoint = mountpoint
+        self.version = version
+        self.kind = kind
+        self.hook = hook_path()
+        self.published = False
+
+    def publish(self, nodes: list[DeviceNode]) -> None:
+        spec = build_spec(self.mountpoint, nodes, self.version, self.hook, self.kind)
+        validate(spec)
+        write_atomically(spec, self.path)
+        self.published = True
+
+    def retract(self) -> None:
+        if self.published:
+            self.path.unlink(missing_ok=True)
+            self.published = False

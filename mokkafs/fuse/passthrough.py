@@ -1,0 +1,98 @@
+"""The host's sysfs beneath the simulated nodes, read at request time, never copied.
+
+A ``HostNode`` is a host path (relative to the sysfs root) the kernel has been told about. Its
+inode hashes the path and, for the network-namespace-scoped subtrees (``class/net``,
+``devices/virtual/net``), the caller's namespace, whose sysfs instance it is read from. Those
+subtrees get no kernel caching at all (timeouts 0): one dentry serves every caller, and a
+container must never see another's interfaces. Everything else is cached for a second, as
+hotplug may change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+
+import pyfuse3
+
+from mokkafs.fuse.netns import NetnsSysfs
+
+SCOPED = ("class/net", "devices/virtual/net")
+HOST_TIMEOUT = 1.0
+
+
+def is_scoped(rel: str) -> bool:
+    return any(rel == s or rel.startswith(s + "/") for s in SCOPED)
+
+
+def host_inode(rel: str, ns: int) -> int:
+    digest = hashlib.blake2b(f"h:{ns}:{rel}".encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") >> 1) | 2
+
+
+@dataclass(frozen=True, slots=True)
+class HostNode:
+    inode: int
+    rel: str
+    ns: int  # 0: the host's own sysfs
+
+    @property
+    def timeout(self) -> float:
+        return 0.0 if is_scoped(self.rel) else HOST_TIMEOUT
+
+
+class HostView:
+    def __init__(self, netns: NetnsSysfs) -> None:
+        self.netns = netns
+        self.nodes: dict[int, HostNode] = {}
+
+    def path(self, node: HostNode) -> str | None:
+        root = self.netns.known(node.ns)
+        return None if root is None else os.path.join(root, node.rel)
+
+    def node(self, rel: str, pid: int) -> tuple[HostNode, os.stat_result] | None:
+        """The host entry at ``rel`` as ``pid`` sees it, or None. May mount a namespace's
+        sysfs: call from a worker thread."""
+        ns, root = self.netns.root(pid) if is_scoped(rel) else (0, self.netns.host_sysfs)
+        try:
+            st = os.lstat(os.path.join(root, rel))
+        except OSError:
+            return None
+        node = HostNode(host_inode(rel, ns), rel, ns)
+        self.nodes[node.inode] = node
+        return node, st
+
+    def lstat(self, node: HostNode) -> os.stat_result | None:
+        path = self.path(node)
+        try:
+            return None if path is None else os.lstat(path)
+        except OSError:
+            return None
+
+    def listdir(self, rel: str, pid: int) -> list[str]:
+        ns, root = self.netns.root(pid) if is_scoped(rel) else (0, self.netns.host_sysfs)
+        del ns
+        try:
+            return sorted(os.listdir(os.path.join(root, rel)))
+        except OSError:
+            return []
+
+    @staticmethod
+    def attributes(node: HostNode, st: os.stat_result) -> pyfuse3.EntryAttributes:
+        attrs = pyfuse3.EntryAttributes()
+        attrs.st_ino = node.inode
+        attrs.generation = 0
+        attrs.entry_timeout = attrs.attr_timeout = node.timeout
+        attrs.st_mode = st.st_mode
+        attrs.st_nlink = st.st_nlink
+        attrs.st_uid = st.st_uid
+        attrs.st_gid = st.st_gid
+        attrs.st_rdev = st.st_rdev
+        attrs.st_size = st.st_size if not stat.S_ISDIR(st.st_mode) else 0
+        attrs.st_blksize = 4096
+        attrs.st_blocks = st.st_blocks
+        attrs.st_atime_ns, attrs.st_mtime_ns = st.st_atime_ns, st.st_mtime_ns
+        attrs.st_ctime_ns = st.st_ctime_ns
+        return attrs
