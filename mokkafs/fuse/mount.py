@@ -27,10 +27,12 @@ def lazy_unmount(mountpoint: Path) -> bool:
 def prepare_mountpoint(mountpoint: Path) -> None:
     """Make ``mountpoint`` ready to mount on, or raise ``MountError`` saying why it is not.
 
-    A dead FUSE mount left by a killed daemon (stat fails with ENOTCONN) is detached first.
+    A dead FUSE mount left by a killed daemon is detached first. It is found with statfs, which
+    always reaches the FUSE server (ENOTCONN when it is gone), where a stat may be answered
+    from the kernel's attribute cache and look alive.
     """
     try:
-        st = os.stat(mountpoint)
+        os.statvfs(mountpoint)
     except FileNotFoundError:
         raise MountError(f"mountpoint {mountpoint} does not exist; create it first "
                          f"(mkdir -p {mountpoint})") from None
@@ -41,10 +43,8 @@ def prepare_mountpoint(mountpoint: Path) -> None:
         if not lazy_unmount(mountpoint):
             raise MountError(f"{mountpoint} holds a dead FUSE mount that could not be "
                              f"detached; run: umount -l {mountpoint}") from None
-        st = os.stat(mountpoint)
     if not os.path.isdir(mountpoint):
         raise MountError(f"mountpoint {mountpoint} is not a directory")
     if os.path.ismount(mountpoint):
         raise MountError(f"{mountpoint} is already a mount point (busy); unmount it first "
                          f"or choose another directory")
-    del st

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mokkafs.state import State
 from mokkafs.tree.nodes import File
 from tests.conftest import ALL_PROFILES, profile_id, require_tool, state_of, tree_of
 from tests.helpers.mounts import REPO, Mount, is_mounted, mokkafs_mount, wait_for
@@ -109,17 +110,34 @@ def test_config_serves_any_offset(mount_h100: Mount) -> None:
         os.close(fd)
 
 
-def test_fuse_view_equals_render(tmp_path: Path, mount_h100: Mount) -> None:
+@pytest.mark.parametrize("host_sysfs", ["none", "/sys"])
+def test_fuse_view_equals_render(tmp_path: Path, host_sysfs: str) -> None:
+    """The mount and ``mokkafs render`` give the same simulated view, file by file, link by
+    link, mode by mode; with the host's sysfs merged in, the mount adds host entries only."""
     state = state_of("h100")
     dest = tmp_path / "rendered"
     subprocess.run([sys.executable, "-m", "mokkafs", "render", "--profile", "h100",
                     "--node-name", "node-a", str(dest)], check=True, cwd=REPO, timeout=60)
-    fuse_paths = sorted(str(p.relative_to(mount_h100.path)) for p in mount_h100.path.rglob("*"))
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--node-name", "node-a",
+                                          "--host-sysfs", host_sysfs]) as mount:
+        _compare_with_render(mount, dest, state, exact=host_sysfs == "none")
+
+
+def _compare_with_render(mount: Mount, dest: Path, state: State, exact: bool) -> None:
     rendered = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
-    assert fuse_paths == rendered
+    if exact:
+        fuse_paths = sorted(str(p.relative_to(mount.path)) for p in mount.path.rglob("*"))
+        assert fuse_paths == rendered
+    else:
+        extra = set(os.listdir(mount.sys)) - set(os.listdir(dest / "sys"))
+        assert {"kernel", "fs", "module"} <= extra  # the host's, passed through
+        assert not [p for p in os.listdir(mount.sys / "devices") if p.startswith("pci")
+                    and not (dest / "sys/devices" / p).exists()]  # host PCI roots hidden
+        assert sorted(os.listdir(mount.sys / "bus/pci/devices")) == sorted(
+            os.listdir(dest / "sys/bus/pci/devices"))
     tree = tree_of(state)
-    for rel in fuse_paths:
-        a, b = mount_h100.path / rel, dest / rel
+    for rel in rendered:
+        a, b = mount.path / rel, dest / rel
         sa, sb = os.lstat(a), os.lstat(b)
         assert stat.S_IFMT(sa.st_mode) == stat.S_IFMT(sb.st_mode), rel
         if stat.S_ISLNK(sa.st_mode):
@@ -208,7 +226,7 @@ def test_stale_mount_is_cleaned_up_at_start(tmp_path: Path) -> None:
         first.process.kill()
         first.process.wait()
         with pytest.raises(OSError) as info:
-            os.stat(mnt)
+            os.listdir(mnt)
         assert info.value.errno == errno.ENOTCONN
         with mokkafs_mount(mnt, ["--profile", "t4"]) as second:
             assert len(os.listdir(second.sys / "bus/pci/devices")) == 4
