@@ -17,6 +17,7 @@ Devices of kind ``mokkafs.io/node``:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from mokkafs.errors import MokkafsError
+
+log = logging.getLogger(__name__)
 
 KIND = "mokkafs.io/node"
 VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0")
@@ -162,8 +165,10 @@ class Publisher:
         validate(spec)
         write_atomically(spec, self.path)
         self.published = True
+        log.info("published CDI spec %s (kind %s)", self.path, self.kind)
 
     def retract(self) -> None:
         if self.published:
             self.path.unlink(missing_ok=True)
             self.published = False
+            log.info("retracted CDI spec %s", self.path)

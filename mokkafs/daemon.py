@@ -178,6 +178,7 @@ class Daemon:
             try:
                 pyfuse3.close(unmount=True)
                 mounted = False
+                log.info("unmounted %s", self.mountpoint)
             except Exception:
                 log.exception("pyfuse3.close failed")
             if mounted:

@@ -1,0 +1,91 @@
+"""Containers for the CDI tests: podman with runc (podman 4.3 here needs runc and lowered
+ulimits, see consumers.md §4.1), an image made locally from the host's own tools (no
+registry), and a mokkafs daemon that publishes its spec into the runtime's CDI directory
+under a kind of its own."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_tool
+from tests.consumers.conftest import free_port
+from tests.helpers.mounts import Mount, mokkafs_mount
+
+IMAGE = "localhost/mokkafs-test-hosttools"
+CDI_DIR = Path("/var/run/cdi")  # podman 4.3 reads only /etc/cdi and /var/run/cdi
+RUN = ["--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
+HOST_TOOLS = ["-v", "/usr:/usr:ro", "-v", "/etc/ld.so.cache:/etc/ld.so.cache:ro",
+              "-v", "/etc/libibverbs.d:/etc/libibverbs.d:ro",
+              "-v", "/etc/alternatives:/etc/alternatives:ro"]
+
+
+def podman(*args: str, timeout: float = 180, check: bool = True,
+           ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([require_tool("podman"), *args], capture_output=True, text=True,
+                          timeout=timeout, check=check)
+
+
+@pytest.fixture(scope="session")
+def hosttools_image() -> str:
+    """An image whose root holds only mountpoints and links into /usr, which each container
+    binds read-only from the host: every installed consumer, no image registry."""
+    with tempfile.TemporaryDirectory() as root:
+        base = Path(root)
+        for d in ("usr", "sys", "proc", "dev", "tmp", "run", "root", "var/tmp", "etc"):
+            (base / d).mkdir(parents=True)
+        for link in ("bin", "sbin", "lib", "lib64"):
+            (base / link).symlink_to(f"usr/{link}")
+        (base / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+        (base / "etc/group").write_text("root:x:0:\n")
+        archive = subprocess.run(["tar", "-C", root, "-c", "."], capture_output=True,
+                                 check=True).stdout
+        subprocess.run([require_tool("podman"), "import", "-q", "-", IMAGE], input=archive,
+                       check=True, capture_output=True, timeout=120)
+    return IMAGE
+
+
+@dataclass
+class Node:
+    mount: Mount
+    kind: str
+    spec: Path
+    url: str
+    profile: Path
+
+    def device(self, name: str = "all") -> str:
+        return f"{self.kind}={name}"
+
+    def run(self, script: str, *extra: str, timeout: float = 180) -> str:
+        result = podman("run", "--rm", *RUN, "--device", self.device(), *HOST_TOOLS, *extra,
+                        IMAGE, "sh", "-c", script, timeout=timeout)
+        return result.stdout
+
+
+def start_node(tmp_path: Path, profile: Path, extra: Sequence[str] = ()) -> Iterator[Node]:
+    kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
+    spec = CDI_DIR / (kind.replace("/", "_") + ".json")
+    port = free_port()
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", str(profile), "--node-name", "node-a",
+                                          "--cdi-dir", str(CDI_DIR), "--cdi-kind", kind,
+                                          "--cdi-version", "0.5.0",
+                                          "--metrics", f"127.0.0.1:{port}", *extra]) as mount:
+        yield Node(mount, kind, spec, f"http://127.0.0.1:{port}", profile)
+    assert not spec.exists(), "the CDI spec outlived the mount"
+
+
+@pytest.fixture
+def h100_node(tmp_path: Path, hosttools_image: str) -> Iterator[Node]:
+    profile = tmp_path / "config" / "node.yaml"
+    profile.parent.mkdir()
+    profile.write_text((Path(__file__).parents[2] / "mokkafs/profiles/h100.yaml").read_text())
+    yield from start_node(tmp_path, profile)
+
+
+from tests.consumers.conftest import ibdump  # noqa: E402,F401  (the Go reader, shared)

@@ -1,0 +1,145 @@
+"""The mission's main use, end to end on a real runtime: a container given the CDI device
+sees the simulated node at the kernel paths with every consumer (Go and static ones
+included), and keeps its own CPU topology, cgroups and network interfaces."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mokkafs.cdi import validate
+from tests.conftest import state_of
+from tests.containers.conftest import IMAGE, RUN, Node, podman
+from tests.helpers.mounts import REPO, wait_for
+
+pytestmark = pytest.mark.consumers
+
+SCRIPT = r"""
+echo ==lspci; lspci -nn -k 2>/dev/null
+echo ==ibstat; ibstat -l
+echo ==ibstatus; ibstatus
+echo ==ibv; ibv_devices
+echo ==procdevices; cat /proc/devices
+echo ==net; ls /sys/class/net
+echo ==iplink; ip -o link | cut -d: -f2 | cut -d@ -f1 | tr -d ' '
+echo ==cpu; cat /sys/devices/system/cpu/online
+echo ==cgroup; ls /sys/fs/cgroup
+echo ==lstopo; lstopo-no-graphics -v --whole-io 2>/dev/null
+echo ==ibdump; /ibdump
+echo ==nodeexp
+prometheus-node-exporter --web.listen-address=127.0.0.1:19100 --collector.disable-defaults \
+  --collector.infiniband >/dev/null 2>&1 & p=$!
+for i in 1 2 3 4 5 6 7 8 9 10; do curl -sf 127.0.0.1:19100/metrics >/tmp/m && break; sleep 0.5; done
+kill $p
+grep -E '^node_(infiniband_info|scrape_collector_success)' /tmp/m
+echo ==end
+"""
+
+
+def sections(output: str) -> dict[str, str]:
+    parts = re.split(r"^==(\w+)\n", output, flags=re.M)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def test_every_consumer_in_one_container(h100_node: Node, ibdump: Path) -> None:
+    state = state_of(h100_node.profile, node_name="node-a")
+    out = sections(h100_node.run(SCRIPT, "-v", f"{ibdump}:/ibdump:ro"))
+    gpus = [f for f in state.functions if f.kind == "gpu"]
+    lspci = out["lspci"]
+    assert lspci.count("3D controller [0302]: NVIDIA Corporation GH100[H100 SXM5 80GB]") == 8
+    assert lspci.count("Kernel driver in use: nvidia") == len(gpus) + 4  # and 4 NVSwitches
+    assert lspci.count("Kernel driver in use: mlx5_core") == 8
+    assert "Red Hat" not in lspci and "Virtio" not in lspci  # none of the host's devices
+    assert out["ibstat"].split() == [h.name for h in state.hcas]
+    assert out["ibstatus"].count("state:\t\t 4: ACTIVE") == 8
+    for hca in state.hcas:
+        assert f"{hca.node_guid:016x}" in out["ibv"]
+    assert re.search(r"(?m)^235 nvidia-caps-imex-channels$", out["procdevices"])
+    assert re.search(r"(?m)^231 infiniband_verbs$", out["procdevices"])
+    # The container's own world is intact:
+    assert sorted(out["net"].split()) == sorted(out["iplink"].split())  # its netns only
+    assert set(out["net"].split()) != set(os.listdir("/sys/class/net"))  # not the host's
+    assert out["cpu"] == Path("/sys/devices/system/cpu/online").read_text()
+    assert out["cgroup"].split(), "cgroups are mounted over the view's fs/cgroup"
+    lines = out["lstopo"].splitlines()
+    for hca in state.hcas:
+        idx = next(i for i, line in enumerate(lines) if f'"{hca.name}"' in line)
+        assert f"busid={hca.bdf}" in lines[idx - 1]
+    assert sorted(json.loads(out["ibdump"])) == [h.name for h in state.hcas]  # static Go
+    assert 'node_scrape_collector_success{collector="infiniband"} 1' in out["nodeexp"]
+    assert out["nodeexp"].count("node_infiniband_info{") == 8
+
+
+def test_a_swap_is_seen_inside_a_running_container(h100_node: Node) -> None:
+    name = f"mokkafs-swap-{os.getpid()}"
+    podman("run", "-d", "--name", name, *RUN, "--device", h100_node.device(), "-v",
+           "/usr:/usr:ro", "-v", "/etc/ld.so.cache:/etc/ld.so.cache:ro", IMAGE,
+           "sleep", "600")
+    try:
+        def bdfs() -> list[str]:
+            return podman("exec", name, "ls", "/sys/bus/pci/devices").stdout.split()
+
+        assert "0000:1b:00.0" in bdfs()
+        tmp = h100_node.profile.with_name(".swap")
+        tmp.write_text((REPO / "mokkafs/profiles/a100.yaml").read_text())
+        os.rename(tmp, h100_node.profile)
+        expected = sorted(f.bdf for f in state_of("a100").functions)
+        wait_for(lambda: bdfs() == expected, 20, "the a100 view inside the container")
+        lspci = podman("exec", name, "lspci", "-nn").stdout
+        assert lspci.count("GA100 [A100 SXM4 40GB] [10de:20b0]") == 8
+    finally:
+        podman("rm", "-f", "-t", "0", name, check=False)
+
+
+def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
+    spec = json.loads(h100_node.spec.read_text())  # it exists once the mount is ready
+    assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == h100_node.kind
+    assert [d["name"] for d in spec["devices"]] == [
+        "all", "sys", "proc-devices", "proc-devices-mount", "infiniband"]
+    validate(spec)
+    for version in ("0.5.0", "0.8.0"):
+        out = tmp_path / f"spec-{version}.json"
+        subprocess.run([sys.executable, "-m", "mokkafs", "cdi", "--mountpoint",
+                        str(h100_node.mount.path), "--cdi-version", version, "--output",
+                        str(out)], check=True, cwd=REPO, timeout=60)
+        written = json.loads(out.read_text())
+        assert written["cdiVersion"] == version
+        validate(written)
+    mount = h100_node.mount
+    mount.process.send_signal(signal.SIGTERM)
+    mount.process.wait(timeout=10)
+    log = mount.log_text()
+    assert log.index("published CDI spec") < log.index("mokkafs: serving")
+    assert log.index("retracted CDI spec") < log.index("unmounted")
+    assert not h100_node.spec.exists()
+
+
+def test_cdi_refuses_a_mountpoint_that_is_not_serving(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "mokkafs", "cdi", "--mountpoint",
+                             str(tmp_path)], capture_output=True, text=True, cwd=REPO,
+                            timeout=60)
+    assert result.returncode == 1
+    assert "is not a mokkafs mount" in result.stderr
+    assert result.stdout == ""
+
+
+def test_spec_is_absent_until_the_mount_serves(tmp_path: Path) -> None:
+    """A bad profile: nothing is mounted, so no spec may appear."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gpus: 8\n")
+    cdi = tmp_path / "cdi"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", str(bad),
+                             "--cdi-dir", str(cdi), str(mnt)], capture_output=True, text=True,
+                            cwd=REPO, timeout=60)
+    assert result.returncode == 2
+    assert not cdi.exists() or not any(cdi.iterdir())
+
