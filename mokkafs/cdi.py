@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from mokkafs.errors import MokkafsError
+from mokkafs.repair import PROPAGATED
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,10 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = NEWEST,
     if version not in VERSIONS:
         raise MokkafsError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
     mnt = os.path.abspath(mountpoint)
+    # The mountpoint's parent, held with slave propagation: a restarted daemon's new mount
+    # appears there inside running containers (mokkafs.repair re-binds the kernel paths).
+    parent = {"hostPath": os.path.dirname(mnt), "containerPath": PROPAGATED,
+              "options": ["rbind", "ro", "rslave", "nosuid", "nodev", "noexec"]}
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
                  "options": ["rbind", "ro", "nosuid", "nodev", "noexec"]}
     proc_hook = {"hookName": "createContainer", "path": hook or hook_path(),
@@ -71,8 +76,8 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = NEWEST,
         return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
 
     devices = [
-        device("all", mounts=[sys_mount], hooks=[proc_hook], deviceNodes=device_nodes),
-        device("sys", mounts=[sys_mount]),
+        device("all", mounts=[parent, sys_mount], hooks=[proc_hook], deviceNodes=device_nodes),
+        device("sys", mounts=[parent, sys_mount]),
         device("proc-devices", hooks=[proc_hook]),
         device("proc-devices-mount", mounts=[proc_mount]),
     ]

@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("--host-sysfs", default="/sys", metavar="PATH",
                        help="pass this sysfs through beneath the simulated nodes, so the view "
                             "can be a container's whole /sys ('none': simulated nodes only)")
-    mount.add_argument("--runtime-dir", type=Path, default=Path("/run/mokkafs"),
+    mount.add_argument("--runtime-dir", type=Path, default=Path("/run/mokkafs-runtime"),
                        help="where per-network-namespace sysfs instances are mounted")
     mount.add_argument("--metrics", metavar="HOST:PORT", default=None,
                        help="serve /metrics, /healthz and /readyz there (off by default; "

@@ -33,6 +33,7 @@ from mokkafs.fuse.netns import NetnsSysfs
 from mokkafs.fuse.passthrough import HostView
 from mokkafs.obs.http import serve_http
 from mokkafs.obs.metrics import Health, Metrics
+from mokkafs.repair import fsname, repair, share_parent
 from mokkafs.source import Source, Update
 from mokkafs.state import State
 from mokkafs.surfaces.infiniband import device_numbers
@@ -70,7 +71,7 @@ class Daemon:
     def __init__(self, source: Source, mountpoint: Path, *, metrics_address: str | None = None,
                  extra_options: Sequence[str] = (),
                  before_unmount: Sequence[Hook] = (),
-                 runtime_dir: Path = Path("/run/mokkafs"),
+                 runtime_dir: Path = Path("/run/mokkafs-runtime"),
                  cdi: Publisher | None = None,
                  announce: Callable[[State, Tree, Path], str] = default_announce) -> None:
         self.source = source
@@ -136,6 +137,8 @@ class Daemon:
         worker thread, which only the running FUSE loop can satisfy), after the CDI spec."""
         await trio.to_thread.run_sync(os.stat, self.mountpoint / "proc")
         await self._publish(state)
+        if self.cdi:  # containers that outlived a previous daemon: attach them again
+            await trio.to_thread.run_sync(repair, self.mountpoint)
         self.health.serving = True
         print(self.announce(state, tree, self.mountpoint), file=sys.stderr, flush=True)
         sd_notify("READY=1")
@@ -156,7 +159,10 @@ class Daemon:
         # second SIGTERM from a supervisor cannot interrupt pyfuse3.close().
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
-        pyfuse3.init(ops, str(self.mountpoint), mount_options(self.extra_options))
+        if self.cdi:
+            share_parent(self.mountpoint)  # before mounting: the mount must propagate
+        pyfuse3.init(ops, str(self.mountpoint),
+                     mount_options(fsname(self.mountpoint), self.extra_options))
         swapper = Swapper(holder, state, Invalidator(), self.metrics, self.health,
                           after_swap=self._publish if self.cdi else None)
         swapper.record_success(state, counts)

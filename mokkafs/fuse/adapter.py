@@ -326,9 +326,9 @@ class Operations(pyfuse3.Operations):
         return stats
 
 
-def mount_options(extra: Sequence[str] = ()) -> set[str]:
+def mount_options(fsname: str = "mokkafs", extra: Sequence[str] = ()) -> set[str]:
     """Options for ``pyfuse3.init``: read-only, kernel-checked modes, visible to every uid."""
     opts = set(pyfuse3.default_options)  # default_permissions
-    opts |= {"fsname=mokkafs", "subtype=mokkafs", "allow_other", "ro"}
+    opts |= {f"fsname={fsname}", "subtype=mokkafs", "allow_other", "ro"}
     opts |= set(extra)
     return opts

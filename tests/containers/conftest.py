@@ -8,7 +8,8 @@ from __future__ import annotations
 import secrets
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,14 +69,29 @@ class Node:
         return result.stdout
 
 
-def start_node(tmp_path: Path, profile: Path, extra: Sequence[str] = ()) -> Iterator[Node]:
+def node_args(profile: Path, kind: str, port: int) -> list[str]:
+    return ["--profile", str(profile), "--node-name", "node-a", "--cdi-dir", str(CDI_DIR),
+            "--cdi-kind", kind, "--cdi-version", "0.5.0", "--metrics", f"127.0.0.1:{port}"]
+
+
+@contextmanager
+def shared_parent(tmp_path: Path) -> Iterator[Path]:
+    """The directory the daemon makes a shared mount (the mountpoint's parent); unmounted at
+    the end, as the daemon leaves it for containers that may outlive it."""
+    share = tmp_path / "share"
+    share.mkdir(exist_ok=True)
+    try:
+        yield share
+    finally:
+        subprocess.run(["umount", "-l", str(share)], capture_output=True, check=False)
+
+
+def start_node(tmp_path: Path, profile: Path) -> Iterator[Node]:
     kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
     spec = CDI_DIR / (kind.replace("/", "_") + ".json")
     port = free_port()
-    with mokkafs_mount(tmp_path / "mnt", ["--profile", str(profile), "--node-name", "node-a",
-                                          "--cdi-dir", str(CDI_DIR), "--cdi-kind", kind,
-                                          "--cdi-version", "0.5.0",
-                                          "--metrics", f"127.0.0.1:{port}", *extra]) as mount:
+    with shared_parent(tmp_path) as share, \
+            mokkafs_mount(share / "node", node_args(profile, kind, port)) as mount:
         yield Node(mount, kind, spec, f"http://127.0.0.1:{port}", profile)
     assert not spec.exists(), "the CDI spec outlived the mount"
 

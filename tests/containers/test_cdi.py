@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -16,8 +17,17 @@ import pytest
 
 from mokkafs.cdi import validate
 from tests.conftest import state_of
-from tests.containers.conftest import IMAGE, RUN, Node, podman
-from tests.helpers.mounts import REPO, wait_for
+from tests.consumers.conftest import free_port
+from tests.containers.conftest import (
+    HOST_TOOLS,
+    IMAGE,
+    RUN,
+    Node,
+    node_args,
+    podman,
+    shared_parent,
+)
+from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
 
 pytestmark = pytest.mark.consumers
 
@@ -79,10 +89,9 @@ def test_every_consumer_in_one_container(h100_node: Node, ibdump: Path) -> None:
 
 def test_a_swap_is_seen_inside_a_running_container(h100_node: Node) -> None:
     name = f"mokkafs-swap-{os.getpid()}"
-    podman("run", "-d", "--name", name, *RUN, "--device", h100_node.device(), "-v",
-           "/usr:/usr:ro", "-v", "/etc/ld.so.cache:/etc/ld.so.cache:ro", IMAGE,
-           "sleep", "600")
     try:
+        podman("run", "-d", "--name", name, *RUN, "--device", h100_node.device(), *HOST_TOOLS,
+               IMAGE, "sleep", "600")
         def bdfs() -> list[str]:
             return podman("exec", name, "ls", "/sys/bus/pci/devices").stdout.split()
 
@@ -143,3 +152,35 @@ def test_spec_is_absent_until_the_mount_serves(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert not cdi.exists() or not any(cdi.iterdir())
 
+
+
+def test_running_container_survives_a_daemon_restart(tmp_path: Path,
+                                                      hosttools_image: str) -> None:
+    """Kill the daemon (as a crash or an upgrade would), start a new one: the container that
+    kept running reads the view again at the kernel paths, without a restart of its own."""
+    kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
+    profile = REPO / "mokkafs/profiles/h100.yaml"
+    name = f"mokkafs-restart-{os.getpid()}"
+
+    def read(path: str) -> subprocess.CompletedProcess[str]:
+        return podman("exec", name, "cat", path, check=False)
+
+    with shared_parent(tmp_path) as share, \
+            mokkafs_mount(share / "node", node_args(profile, kind, free_port())) as first:
+        try:
+            podman("run", "-d", "--name", name, *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
+                   IMAGE, "sleep", "600")
+            assert read("/sys/bus/pci/devices/0000:1b:00.0/device").stdout == "0x2330\n"
+            first.process.kill()
+            first.process.wait()
+            dead = read("/sys/bus/pci/devices/0000:1b:00.0/device")
+            assert "Transport endpoint is not connected" in dead.stderr
+            with mokkafs_mount(share / "node", node_args(profile, kind, free_port())) as nxt:
+                wait_for(lambda: read("/sys/bus/pci/devices/0000:1b:00.0/device").stdout
+                         == "0x2330\n", 10, "the view again inside the running container")
+                assert "235 nvidia-caps-imex-channels" in read("/proc/devices").stdout
+                assert read("/sys/class/infiniband/mlx5_0/fw_ver").stdout == "28.39.2048\n"
+                assert "re-attached" in nxt.log_text()
+        finally:
+            podman("rm", "-f", "-t", "0", name, check=False)
+        first.process.returncode = 0  # killed on purpose; the fixture checks the second
