@@ -91,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     tree.add_argument("path", nargs="?", default="", help="mount-relative path, e.g. sys/bus/pci")
     tree.add_argument("--cat", action="store_true", help="print the content of text files")
 
+    pre = sub.add_parser("preload-env", help="print shell exports that point libc consumers "
+                         "at a serving mount (LD_PRELOAD shim)")
+    pre.add_argument("--mountpoint", type=Path, required=True)
+
     rend = sub.add_parser("render", help="write the view to DEST as plain files")
     _profile_args(rend)
     rend.add_argument("dest", type=Path)
@@ -193,8 +197,16 @@ def _cmd_cdi(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_preload_env(args: argparse.Namespace) -> int:
+    from mokkafs.preload import environment, shell_exports
+
+    require_serving(args.mountpoint)
+    print(shell_exports(environment(args.mountpoint, os.environ.get("LD_PRELOAD", ""))), end="")
+    return 0
+
+
 COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "tree": _cmd_tree,
-            "render": _cmd_render, "cdi": _cmd_cdi}
+            "render": _cmd_render, "cdi": _cmd_cdi, "preload-env": _cmd_preload_env}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 from mokkafs.tree.build import Tree
-from mokkafs.tree.nodes import Dir, File, Symlink
+from mokkafs.tree.nodes import CharDevice, Dir, File, Symlink
 
 
 def render(tree: Tree, dest: Path, now: float) -> int:
@@ -38,6 +38,12 @@ def render(tree: Tree, dest: Path, now: float) -> int:
             tmp.unlink(missing_ok=True)
             os.symlink(node.target, tmp)
             _replace(tmp, target)
+        elif isinstance(node, CharDevice):
+            target.unlink(missing_ok=True)
+            try:
+                os.mknod(target, stat.S_IFCHR | node.mode, os.makedev(node.major, node.minor))
+            except PermissionError:  # not root: an empty stand-in keeps the name
+                target.touch(mode=node.mode)
         elif isinstance(node, File):
             tmp = target.with_name(f".{target.name}.mokkafs-tmp")
             tmp.write_bytes(b"" if node.error else node.read(now))

@@ -32,7 +32,8 @@ if [ ! -x .venv/bin/python ]; then
   "$py" -m venv .venv
 fi
 stamp=.venv/.mokkafs-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# Reinstall when the package definition or the shim's C sources (compiled by pip) changed.
+if [ ! -f "$stamp" ] || [ -n "$(find pyproject.toml setup.py native -newer "$stamp" -print -quit)" ]; then
   echo "setup: installing mokkafs and test dependencies into .venv" >&2
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -e '.[test]'

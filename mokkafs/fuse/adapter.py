@@ -34,7 +34,7 @@ import trio
 
 from mokkafs.fuse.passthrough import HostNode, HostView
 from mokkafs.tree.build import Entry, Tree
-from mokkafs.tree.nodes import Dir, File, Symlink
+from mokkafs.tree.nodes import CharDevice, Dir, File, Symlink
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,8 @@ class Operations(pyfuse3.Operations):
                 mtime = time.time_ns()
         elif isinstance(node, Symlink):
             attrs.st_size = len(node.target.encode())
+        elif isinstance(node, CharDevice):
+            attrs.st_rdev = os.makedev(node.major, node.minor)
         attrs.st_blksize = 4096
         attrs.st_blocks = (attrs.st_size + 511) // 512
         attrs.st_atime_ns = attrs.st_mtime_ns = attrs.st_ctime_ns = mtime

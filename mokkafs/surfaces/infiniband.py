@@ -1,4 +1,5 @@
-"""InfiniBand: ``sys/class/infiniband{,_verbs,_mad}`` and the devices under their PCI functions.
+"""InfiniBand: ``sys/class/infiniband{,_verbs,_mad}``, the devices under their PCI functions, and
+``dev/infiniband/*`` (stat-only device nodes, for the preload shim's consumers).
 
 Kernel layout (drivers/infiniband/core/sysfs.c, device.c, uverbs_main.c, user_mad.c): each RDMA
 device lives at ``<pci function>/infiniband/mlx5_N`` and the class directory holds a relative
@@ -15,7 +16,7 @@ from mokkafs.ib_identity import format_guid
 from mokkafs.state import Hca, IbPort, State, Traffic
 from mokkafs.surfaces import ib_traffic
 from mokkafs.surfaces.pci import device_path
-from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
 CLASS = "sys/class"
 EINVAL = 22
@@ -180,6 +181,8 @@ def device_numbers(state: State) -> list[tuple[str, int, int]]:
 def nodes(state: State) -> Iterator[Node]:
     if not state.hcas:
         return
+    for path, major, minor in device_numbers(state):
+        yield CharDevice(path.lstrip("/"), major, minor)
     yield Dir(f"{CLASS}/infiniband")
     yield Dir(f"{CLASS}/infiniband_verbs")
     yield Dir(f"{CLASS}/infiniband_mad")

@@ -15,12 +15,14 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mokkafs.tree.nodes import Dir, Node, Symlink
+from mokkafs.tree.nodes import CharDevice, Dir, Node, Symlink
 
 ROOT_INODE = 1
 
 
 def _kind(node: Node) -> str:
+    if isinstance(node, CharDevice):
+        return "c"
     return "d" if isinstance(node, Dir) else "l" if isinstance(node, Symlink) else "f"
 
 
@@ -51,6 +53,8 @@ class Entry:
             return stat.S_IFDIR | node.mode
         if isinstance(node, Symlink):
             return stat.S_IFLNK | 0o777
+        if isinstance(node, CharDevice):
+            return stat.S_IFCHR | node.mode
         return stat.S_IFREG | node.mode
 
 

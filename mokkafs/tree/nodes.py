@@ -48,7 +48,18 @@ class Symlink:
     target: str
 
 
-Node = Dir | File | Symlink
+@dataclass(frozen=True, slots=True)
+class CharDevice:
+    """A character device node, for consumers that only stat it (libibverbs stats
+    /dev/infiniband/uverbsN); FUSE mounts are nodev, so it cannot be opened through the view."""
+
+    path: str
+    major: int
+    minor: int
+    mode: int = 0o666
+
+
+Node = Dir | File | Symlink | CharDevice
 
 
 def text(path: str, value: object, mode: int = 0o444) -> File:

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "path_map.h"
+
+#include <string.h>
+
+static const char *const prefixes[] = {
+    "/sys/bus/pci",
+    "/sys/class/infiniband",
+    "/sys/class/infiniband_verbs",
+    "/sys/class/infiniband_mad",
+    "/proc/devices",
+    "/dev/infiniband",
+    NULL,
+};
+
+static int ends_component(char c) { return c == '\0' || c == '/'; }
+
+static int is_hex(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+int mokkafs_redirected(const char *path) {
+    if (path[0] != '/')
+        return 0;
+    for (const char *const *p = prefixes; *p; p++) {
+        size_t n = strlen(*p);
+        if (strncmp(path, *p, n) == 0 && ends_component(path[n]))
+            return 1;
+    }
+    /* /sys/devices/pciDDDD:BB: a PCI host bridge, the root of a simulated hierarchy */
+    static const char devices[] = "/sys/devices/pci";
+    if (strncmp(path, devices, sizeof devices - 1) == 0) {
+        const char *q = path + sizeof devices - 1;
+        for (int i = 0; i < 7; i++) {
+            if (i == 4 ? q[i] != ':' : !is_hex(q[i]))
+                return 0;
+        }
+        return ends_component(q[7]);
+    }
+    return 0;
+}
+
+int mokkafs_join(const char *dir, const char *rel, char *out, size_t size) {
+    size_t len = strlen(dir);
+    if (len + 1 + strlen(rel) + 1 > size)
+        return -1;
+    memcpy(out, dir, len + 1);
+    while (len > 1 && out[len - 1] == '/')
+        out[--len] = '\0';
+    const char *p = rel;
+    while (*p) {
+        const char *end = strchr(p, '/');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n == 0 || (n == 1 && p[0] == '.')) {
+            /* nothing */
+        } else if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (len > 1 && out[len - 1] != '/')
+                len--;
+            if (len > 1)
+                len--;
+            out[len] = '\0';
+        } else {
+            if (len > 1)
+                out[len++] = '/';
+            memcpy(out + len, p, n);
+            len += n;
+            out[len] = '\0';
+        }
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    return 0;
+}
+
+int mokkafs_map(const char *root, size_t root_len, const char *path, char *out, size_t size) {
+    if (!mokkafs_redirected(path))
+        return 0;
+    size_t n = strlen(path);
+    if (root_len + n + 1 > size)
+        return -1;
+    memcpy(out, root, root_len);
+    memcpy(out + root_len, path, n + 1);
+    return 1;
+}
+
+const char *mokkafs_unroot(const char *root, size_t root_len, const char *path) {
+    if (root_len == 0 || strncmp(path, root, root_len) != 0)
+        return NULL;
+    if (path[root_len] == '\0')
+        return "/";
+    return path[root_len] == '/' ? path + root_len : NULL;
+}

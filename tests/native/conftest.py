@@ -1,0 +1,1 @@
+from tests.consumers.conftest import ibdump  # noqa: F401  (the Go reader, shared)
