@@ -43,7 +43,8 @@ def render(tree: Tree, dest: Path, now: float) -> int:
             try:
                 os.mknod(target, stat.S_IFCHR | node.mode, os.makedev(node.major, node.minor))
             except PermissionError:  # not root: an empty stand-in keeps the name
-                target.touch(mode=node.mode)
+                target.touch()
+            os.chmod(target, node.mode)  # mknod and touch apply the umask
         elif isinstance(node, File):
             tmp = target.with_name(f".{target.name}.mokkafs-tmp")
             tmp.write_bytes(b"" if node.error else node.read(now))
