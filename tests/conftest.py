@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,3 +84,19 @@ def read_following_links(tree: Tree, rel: str, now: float = 0.0) -> bytes:
     entry = tree.resolve(current)
     assert entry is not None and isinstance(entry.node, File), current
     return entry.node.read(now)
+
+
+def _test_mounts() -> set[str]:
+    with open("/proc/self/mountinfo") as f:
+        return {line.split()[4] for line in f if "/pytest-of-" in line.split()[4]}
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_mounts() -> Iterator[None]:
+    """Every mount a test makes under its temp directories is gone when it ends."""
+    before = _test_mounts()
+    yield
+    leaked = _test_mounts() - before
+    for path in leaked:
+        subprocess.run(["umount", "-l", path], capture_output=True, check=False)
+    assert not leaked, f"mounts left behind: {sorted(leaked)}"

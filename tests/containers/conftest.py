@@ -9,7 +9,6 @@ import secrets
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from tests.conftest import require_tool
 from tests.consumers.conftest import free_port
-from tests.helpers.mounts import Mount, mokkafs_mount
+from tests.helpers.mounts import Mount, mokkafs_mount, shared_parent
 
 IMAGE = "localhost/mokkafs-test-hosttools"
 CDI_DIR = Path("/var/run/cdi")  # podman 4.3 reads only /etc/cdi and /var/run/cdi
@@ -72,18 +71,6 @@ class Node:
 def node_args(profile: Path, kind: str, port: int) -> list[str]:
     return ["--profile", str(profile), "--node-name", "node-a", "--cdi-dir", str(CDI_DIR),
             "--cdi-kind", kind, "--cdi-version", "0.5.0", "--metrics", f"127.0.0.1:{port}"]
-
-
-@contextmanager
-def shared_parent(tmp_path: Path) -> Iterator[Path]:
-    """The directory the daemon makes a shared mount (the mountpoint's parent); unmounted at
-    the end, as the daemon leaves it for containers that may outlive it."""
-    share = tmp_path / "share"
-    share.mkdir(exist_ok=True)
-    try:
-        yield share
-    finally:
-        subprocess.run(["umount", "-l", str(share)], capture_output=True, check=False)
 
 
 def start_node(tmp_path: Path, profile: Path) -> Iterator[Node]:

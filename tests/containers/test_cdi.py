@@ -25,9 +25,8 @@ from tests.containers.conftest import (
     Node,
     node_args,
     podman,
-    shared_parent,
 )
-from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
+from tests.helpers.mounts import REPO, mokkafs_mount, shared_parent, wait_for
 
 pytestmark = pytest.mark.consumers
 

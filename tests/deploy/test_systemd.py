@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import require_tool
-from tests.helpers.mounts import REPO, is_mounted
+from tests.helpers.mounts import REPO, is_mounted, shared_parent
 
 UNIT = REPO / "deploy/systemd/mokkafs.service"
 
@@ -41,8 +41,14 @@ def test_notify_protocol(tmp_path: Path) -> None:
     manager = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     manager.bind(str(sock_path))
     manager.settimeout(30)
-    mnt, cdi = tmp_path / "mnt", tmp_path / "cdi"
-    mnt.mkdir()
+    cdi = tmp_path / "cdi"
+    with shared_parent(tmp_path) as share:
+        mnt = share / "node"
+        mnt.mkdir()
+        _notify_round(manager, mnt, cdi, sock_path)
+
+
+def _notify_round(manager: socket.socket, mnt: Path, cdi: Path, sock_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "mokkafs", "mount", "--profile", "h100",
                              "--cdi-dir", str(cdi), "--cdi-kind", "mokkafs-notify.io/node",
                              str(mnt)], cwd=REPO, stderr=subprocess.DEVNULL,

@@ -83,3 +83,16 @@ def mokkafs_mount(mountpoint: Path, args: Sequence[str], *,
     assert proc.returncode == 0, f"mokkafs exited {proc.returncode}:\n{mount.log_text()}"
     if not expect_traceback:
         assert "Traceback" not in mount.log_text(), mount.log_text()
+
+
+@contextmanager
+def shared_parent(tmp_path: Path) -> Iterator[Path]:
+    """A directory to put a ``--cdi-dir`` mount in. The daemon makes a mountpoint's parent a
+    shared mount (for restart survival) and leaves it for containers that may outlive it;
+    tests unmount it here."""
+    share = tmp_path / "share"
+    share.mkdir(exist_ok=True)
+    try:
+        yield share
+    finally:
+        subprocess.run(["umount", "-l", str(share)], capture_output=True, check=False)
