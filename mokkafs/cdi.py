@@ -20,8 +20,6 @@ import json
 import logging
 import os
 import re
-import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -41,12 +39,12 @@ DeviceNode = tuple[str, int, int]  # container path, major, minor
 
 
 def hook_path() -> str:
-    """The installed ``mokkafs-hook`` next to this interpreter."""
-    candidate = Path(sys.executable).parent / "mokkafs-hook"
-    found = str(candidate) if candidate.exists() else shutil.which("mokkafs-hook")
-    if not found:
-        raise MokkafsError("mokkafs-hook is not installed next to mokkafs; reinstall mokkafs")
-    return os.path.abspath(found)
+    """The static ``mokkafs-hook`` built into the package (native/mokkafs_hook.c)."""
+    found = Path(__file__).resolve().parent / "bin" / "mokkafs-hook"
+    if not os.access(found, os.X_OK):
+        raise MokkafsError("mokkafs-hook is not built; reinstall mokkafs "
+                           "(pip install . compiles native/)")
+    return str(found)
 
 
 def spec_file_name(kind: str) -> str:
@@ -157,12 +155,12 @@ class Publisher:
     """Keeps ``<cdi_dir>/<kind>.json`` in step with a serving mount."""
 
     def __init__(self, cdi_dir: Path, mountpoint: Path, version: str = NEWEST,
-                 kind: str = KIND) -> None:
+                 kind: str = KIND, hook: str | None = None) -> None:
         self.path = cdi_dir / spec_file_name(kind)
         self.mountpoint = mountpoint
         self.version = version
         self.kind = kind
-        self.hook = hook_path()
+        self.hook = hook or hook_path()
         self.published = False
 
     def publish(self, nodes: list[DeviceNode]) -> None:

@@ -72,6 +72,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="publish a CDI spec there once the mount serves (e.g. /etc/cdi); "
                             "it is removed before unmount")
     mount.add_argument("--cdi-version", default=None, help="CDI version of that spec")
+    mount.add_argument("--cdi-hook", default=None, metavar="PATH",
+                       help="the createContainer hook as the runtime sees it (default: the "
+                            "one built into the package; a DaemonSet copies it to the node)")
     mount.add_argument("--cdi-kind", default=KIND,
                        help=f"CDI kind of that spec (default {KIND}; one per simulated node "
                             "on a machine)")
@@ -178,7 +181,7 @@ def _cmd_mount(args: argparse.Namespace) -> int:
     # where it is, not where its target happens to be today.
     path = Path(os.path.abspath(resolve(args.profile)))
     publisher = (Publisher(args.cdi_dir, args.mountpoint, args.cdi_version or NEWEST,
-                           args.cdi_kind) if args.cdi_dir else None)
+                           args.cdi_kind, args.cdi_hook) if args.cdi_dir else None)
     daemon = Daemon(FileSource(path, _compiler(args)), args.mountpoint,
                     metrics_address=args.metrics, runtime_dir=args.runtime_dir, cdi=publisher)
     trio.run(daemon.serve)
