@@ -45,6 +45,8 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
                    help="node name for GUIDs, LIDs and node_desc (default: the host name)")
     p.add_argument("--node-index", type=int, default=None,
                    help="this node's index in its fleet: makes IB GUIDs and LIDs unique")
+    p.add_argument("--no-infiniband", action="store_true",
+                   help="serve no InfiniBand surface, whatever the profile declares")
     p.add_argument("--counter-staleness-ms", type=float, default=100.0,
                    help="IB counters advance in steps of this many ms (0: exact at every read)")
 
@@ -118,6 +120,7 @@ def _compiler(args: argparse.Namespace) -> Callable[[Path, int], State]:
             started_at=started_at,
             counter_quantum=max(args.counter_staleness_ms, 0.0) / 1000.0,
             host=read_host_facts(sysfs=_host_sysfs(args)),
+            infiniband=not args.no_infiniband,
         )
         return load_state(path, options)
 

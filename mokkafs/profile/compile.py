@@ -68,6 +68,7 @@ class Options:
     started_at: float = 0.0
     counter_quantum: float = 0.1
     host: HostFacts = field(default_factory=HostFacts)
+    infiniband: bool = True  # False: serve no IB surface whatever the profile says
 
 
 class _Problems:
@@ -285,7 +286,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
 
     ib = profile.infiniband
     hca_count = 0
-    if ib.enabled:
+    if ib.enabled and options.infiniband:
         hca_count = ib.hca_count or len(gpus) * ib.hcas_per_gpu
         if hca_count == 0:
             problems.add(("infiniband", "hca_count"), "InfiniBand is enabled but there are 0 "
