@@ -26,6 +26,7 @@ import pyfuse3
 import trio
 
 from mokkafs.cdi import Publisher
+from mokkafs.errors import MokkafsError
 from mokkafs.fuse.adapter import Operations, TreeHolder, mount_options
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.mount import lazy_unmount, prepare_mountpoint
@@ -86,6 +87,7 @@ class Daemon:
         self.health = Health()
         self.metrics_port: int | None = None
         self._source_scope = trio.CancelScope()
+        self.failure: MokkafsError | None = None
         self._swaps_done = trio.Event()
 
     async def _run_source(self, send: trio.MemorySendChannel[Update]) -> None:
@@ -136,7 +138,14 @@ class Daemon:
         """Announce readiness once the mount answers a request (a stat of its root from a
         worker thread, which only the running FUSE loop can satisfy), after the CDI spec."""
         await trio.to_thread.run_sync(os.stat, self.mountpoint / "proc")
-        await self._publish(state)
+        try:
+            await self._publish(state)
+        except (MokkafsError, OSError) as exc:
+            # Asked to give containers the mount and unable to: stop cleanly, loudly.
+            self.failure = MokkafsError(f"cannot publish the CDI spec: {exc}")
+            log.error("%s; unmounting", self.failure)
+            await self._shutdown()
+            return
         if self.cdi:  # containers that outlived a previous daemon: attach them again
             await trio.to_thread.run_sync(repair, self.mountpoint)
         self.health.serving = True
@@ -191,3 +200,5 @@ class Daemon:
                 lazy_unmount(self.mountpoint)
             if netns:
                 netns.close()
+        if self.failure:
+            raise self.failure

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from mokkafs.cdi import validate
+from mokkafs.cdi import UPSTREAM_SCHEMA, validate
+from mokkafs.errors import MokkafsError
 from tests.conftest import state_of
 from tests.consumers.conftest import free_port
 from tests.containers.conftest import (
@@ -112,6 +113,7 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     assert [d["name"] for d in spec["devices"]] == [
         "all", "sys", "proc-devices", "proc-devices-mount", "infiniband"]
     validate(spec)
+    validate(spec, UPSTREAM_SCHEMA)
     for version in ("0.5.0", "0.8.0"):
         out = tmp_path / f"spec-{version}.json"
         subprocess.run([sys.executable, "-m", "mokkafs", "cdi", "--mountpoint",
@@ -120,6 +122,7 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
         written = json.loads(out.read_text())
         assert written["cdiVersion"] == version
         validate(written)
+        validate(written, UPSTREAM_SCHEMA)
     mount = h100_node.mount
     mount.process.send_signal(signal.SIGTERM)
     mount.process.wait(timeout=10)
@@ -183,3 +186,25 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
         finally:
             podman("rm", "-f", "-t", "0", name, check=False)
         first.process.returncode = 0  # killed on purpose; the fixture checks the second
+
+
+def test_a_spec_that_cannot_be_published_stops_the_daemon_cleanly(tmp_path: Path) -> None:
+    blocked = tmp_path / "cdi"
+    blocked.write_text("a file where the CDI directory should be")
+    with shared_parent(tmp_path) as share:
+        (share / "node").mkdir()
+        result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
+                                 "--cdi-dir", str(blocked), str(share / "node")],
+                                capture_output=True, text=True, cwd=REPO, timeout=60)
+        assert result.returncode == 1
+        assert "cannot publish the CDI spec" in result.stderr
+        assert "Traceback" not in result.stderr
+        assert not os.path.ismount(share / "node")
+
+
+def test_schemas_reject_a_broken_spec() -> None:
+    spec = {"cdiVersion": "0.5.0", "kind": "mokkafs.io/node",
+            "devices": [{"name": "all", "containerEdits": {"mounts": [{"hostPath": "/x"}]}}]}
+    for schema in (None, UPSTREAM_SCHEMA):
+        with pytest.raises(MokkafsError, match="containerPath"):
+            validate(spec) if schema is None else validate(spec, schema)

@@ -80,7 +80,8 @@ def test_default_values() -> None:
     assert c["args"][-1] == "/run/mokkafs/node"
     assert "--no-infiniband" not in c["args"]
     init = pod["initContainers"][0]
-    assert init["command"][-1] == "/host-hook/mokkafs-hook"
+    assert "/host-hook/mokkafs-hook" in init["command"][-1]
+    assert "mkdir -p /run/mokkafs/node" in init["command"][-1]
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in SHIPPED_PROFILES.glob("*.yaml")))

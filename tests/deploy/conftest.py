@@ -1,0 +1,1 @@
+from tests.containers.conftest import hosttools_image  # noqa: F401  (shared image)

@@ -1,0 +1,89 @@
+"""The container image and the DaemonSet pattern on one machine: the image is built from a
+base made locally (debootstrap, no registry); the daemon runs in it privileged, its FUSE mount
+reaches the host through a shared mount, and another container consumes it through the CDI
+spec the daemon published. The slow group: a base and an image build (about 3 minutes)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_tool
+from tests.containers.conftest import CDI_DIR, HOST_TOOLS, RUN, podman
+from tests.helpers.mounts import REPO, is_mounted, wait_for
+
+IMAGE = "localhost/mokkafs:test"
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    require_tool("podman")
+    subprocess.run([str(REPO / "deploy/make-base-image.sh")], check=True, timeout=900,
+                   capture_output=True)
+    # The machine's CA bundle, lent to pip for the build (registries may sit behind a proxy).
+    podman("build", *RUN, "--network", "host", "--secret",
+           "id=ca,src=/etc/ssl/certs/ca-certificates.crt", "-f",
+           str(REPO / "deploy/Containerfile"), "-t", IMAGE, str(REPO), timeout=1200)
+    return IMAGE
+
+
+def test_image_carries_daemon_shim_hook_and_profiles(image: str) -> None:
+    names = [line.split()[0] for line in podman("run", "--rm", *RUN, image).stdout.splitlines()]
+    assert names == [
+        "a100", "b200", "gb200", "gb300", "h100", "h200", "l40s", "t4"]
+    listing = podman("run", "--rm", *RUN, "--entrypoint", "ls", image, "-L",
+                     "/usr/local/bin/mokkafs-hook", "/usr/local/lib/libmokkafs-preload.so"
+                     ).stdout.split()
+    assert len(listing) == 2
+
+
+@pytest.fixture
+def host_dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A shared host directory for the mount (what the chart's Bidirectional hostPath gives),
+    and a host directory for the hook."""
+    share, hooks = tmp_path / "mounts", tmp_path / "hooks"
+    share.mkdir()
+    hooks.mkdir()
+    subprocess.run(["mount", "--bind", str(share), str(share)], check=True)
+    subprocess.run(["mount", "--make-shared", str(share)], check=True)
+    try:
+        yield share, hooks
+    finally:
+        subprocess.run(["umount", "-l", str(share)], capture_output=True, check=False)
+
+
+def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Path],
+                                          hosttools_image: str) -> None:
+    share, hooks = host_dirs
+    kind = f"mokkafs-image-{secrets.token_hex(4)}.io/node"
+    spec = CDI_DIR / (kind.replace("/", "_") + ".json")
+    name = f"mokkafs-ds-{secrets.token_hex(3)}"
+    # the chart's init container: the static hook onto the node, and the mountpoint
+    podman("run", "--rm", *RUN, "-v", f"{hooks}:/host-hook", "-v", f"{share}:{share}",
+           "--entrypoint", "sh", image, "-c", "install -m 0755 /usr/local/bin/mokkafs-hook "
+           f"/host-hook/mokkafs-hook && mkdir -p {share}/node")
+    try:
+        podman("run", "-d", "--name", name, *RUN, "--privileged", "--pid", "host",
+               "-v", "/dev/fuse:/dev/fuse", "-v", f"{share}:{share}:rshared",
+               "-v", f"{CDI_DIR}:{CDI_DIR}", "-v", "/sys:/host/sys:ro", image, "mount",
+               "--profile", "h100", "--node-name", "ds-node", "--host-sysfs", "/host/sys",
+               "--cdi-dir", str(CDI_DIR), "--cdi-kind", kind, "--cdi-version", "0.5.0",
+               "--cdi-hook", str(hooks / "mokkafs-hook"), f"{share}/node")
+        wait_for(lambda: spec.exists(), 60, "the daemon in its container to publish a spec")
+        assert is_mounted(share / "node")  # the container's mount reached the host
+        assert json.loads(spec.read_text())["kind"] == kind
+        out = podman("run", "--rm", *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
+                     hosttools_image, "sh", "-c",
+                     "lspci -nn -k 2>/dev/null | grep -c 'driver in use: nvidia'; ibstat -l | "
+                     "wc -l; grep -c nvidia /proc/devices").stdout.split()
+        assert out == ["12", "8", "4"]
+        podman("stop", "-t", "10", name)
+        assert not spec.exists()  # retracted before unmount
+        assert not is_mounted(share / "node")
+    finally:
+        podman("rm", "-f", "-t", "0", name, check=False)
