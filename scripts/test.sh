@@ -5,6 +5,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
 cd "$here"
-.venv/bin/ruff check mokkafs tests
+.venv/bin/ruff check mokkafs tests bench
 .venv/bin/mypy
 exec .venv/bin/python -m pytest "$@"

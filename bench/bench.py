@@ -1,0 +1,433 @@
+"""Side-by-side benchmarks: mokkafs against the same tree on tmpfs (what a rendered mock
+serves from) and real sysfs, measured interleaved in one run. Prints markdown tables, ratios
+first; writes results JSON and PNG plots to bench/results/. Timings are figures to read, not
+assertions: nothing here fails on a number."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+PY = sys.executable
+TICK_US = 1e6 / os.sysconf("SC_CLK_TCK")
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def build_reader(tmp: Path) -> Path:
+    out = tmp / "reader"
+    subprocess.run(["gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
+                    str(REPO / "bench/reader.c")], check=True)
+    return out
+
+
+def profile_with(hcas: int, tmp: Path, fw: str = "28.39.2048") -> Path:
+    text = (REPO / "mokkafs/profiles/h100.yaml").read_text()
+    text = text.replace("  hcas_per_gpu: 1\n", f"  hca_count: {hcas}\n")
+    text = text.replace('fw_version: "28.39.2048"', f'fw_version: "{fw}"')
+    path = tmp / f"h100-{hcas}.yaml"
+    path.write_text(text)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Daemon:
+    proc: subprocess.Popen[bytes]
+    mnt: Path
+    url: str
+
+    def cpu_ticks(self) -> int:
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    def status(self, key: str) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+        return 0
+
+    def requests(self) -> float:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("mokkafs_fuse_requests_total{"))
+
+    def generation(self) -> int:
+        with urllib.request.urlopen(self.url + "/readyz", timeout=10) as r:
+            return int(json.loads(r.read())["generation"])
+
+
+@contextmanager
+def daemon(profile: Path, mnt: Path, *extra: str) -> Iterator[Daemon]:
+    mnt.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = subprocess.Popen([PY, "-m", "mokkafs", "mount", "--profile", str(profile),
+                             "--node-name", "bench", "--host-sysfs", "none",
+                             "--metrics", f"127.0.0.1:{port}", *extra, str(mnt)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    d = Daemon(proc, mnt, f"http://127.0.0.1:{port}")
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if b"mokkafs: serving" in line:
+                break
+        else:
+            raise RuntimeError("mokkafs did not start")
+        threading.Thread(target=lambda: proc.stderr.read() if proc.stderr else b"",
+                         daemon=True).start()
+        yield d
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def render(profile: Path, dest: Path) -> None:
+    subprocess.run([PY, "-m", "mokkafs", "render", "--profile", str(profile), "--node-name",
+                    "bench", str(dest)], cwd=REPO, check=True, stderr=subprocess.DEVNULL)
+
+
+def path_sets(root: Path) -> dict[str, list[str]]:
+    """The files each figure reads, relative to a view root."""
+    sysd = root / "sys"
+    gpus = sorted((sysd / "bus/pci/devices").iterdir())
+    pci = [str(g / a) for g in gpus for a in ("vendor", "device", "class", "subsystem_vendor",
+                                                "subsystem_device", "numa_node", "local_cpulist")]
+    hcas = sorted((sysd / "class/infiniband").iterdir())
+    ib = [str(h / a) for h in hcas for a in ("node_guid", "fw_ver", "board_id", "hca_type",
+                                               "ports/1/state", "ports/1/rate")]
+    counters = [str(h / "ports/1/counters" / c) for h in hcas[:64]
+                for c in ("port_xmit_data", "port_rcv_data", "port_xmit_packets",
+                          "unicast_rcv_packets")]
+    dirs = [str(h / "ports/1/counters") for h in hcas] + [str(g) + "/" for g in gpus]
+    links = [str(g) for g in gpus] + [str(h) for h in hcas]
+    return {"read:pci": pci, "read:ib": ib, "read:counter": counters, "stat": pci + ib,
+            "listdir": dirs, "readlink": links}
+
+
+def sysfs_sets() -> dict[str, list[str]]:
+    devs = sorted(Path("/sys/bus/pci/devices").iterdir())
+    pci = [str(d / a) for d in devs for a in ("vendor", "device", "class", "subsystem_vendor",
+                                                "subsystem_device", "numa_node")]
+    return {"read:pci": pci, "stat": pci, "listdir": [str(d) + "/" for d in devs],
+            "readlink": [str(d) for d in devs]}
+
+
+def run_readers(reader: Path, op: str, paths: list[str], readers: int, ms: int,
+                tmp: Path) -> dict[str, float]:
+    listfile = tmp / f"paths-{random.random()}"
+    listfile.write_text("\n".join(paths) + "\n")
+    start = time.monotonic_ns() + 50_000_000
+    procs = [subprocess.Popen([str(reader), op, str(ms), str(start), str(listfile)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(readers)]
+    results = [json.loads(p.communicate()[0]) for p in procs]
+    listfile.unlink()
+    return {"ops_s": sum(r["ops"] for r in results) / (ms / 1000),
+            "p50_us": statistics.mean(r["p50_us"] for r in results),
+            "p99_us": statistics.mean(r["p99_us"] for r in results),
+            "errors": sum(r["errors"] for r in results), "ops": sum(r["ops"] for r in results)}
+
+
+def reads(reader: Path, hca_counts: list[int], reader_counts: list[int], ms: int,
+          rounds: int, tmp: Path) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for hcas in hca_counts:
+        profile = profile_with(hcas, tmp)
+        shm = Path(tempfile.mkdtemp(prefix="mokkafs-bench-", dir="/dev/shm"))
+        render(profile, shm)
+        with daemon(profile, tmp / f"mnt-{hcas}") as d:
+            sets = {"mokkafs": path_sets(d.mnt), "tmpfs": path_sets(shm)}
+            if hcas == hca_counts[0]:
+                sets["sysfs"] = sysfs_sets()
+            for op_key in sets["mokkafs"]:
+                op = op_key.split(":")[0]
+                for readers in reader_counts:
+                    samples: dict[str, list[dict[str, float]]] = {}
+                    for _ in range(rounds):
+                        order = [c for c in sets if op_key in sets[c]]
+                        random.shuffle(order)
+                        for config in order:
+                            cpu0 = d.cpu_ticks() if config == "mokkafs" else 0
+                            req0 = d.requests() if config == "mokkafs" else 0.0
+                            r = run_readers(reader, op, sets[config][op_key], readers, ms, tmp)
+                            if config == "mokkafs":
+                                r["cpu_us_op"] = (d.cpu_ticks() - cpu0) * TICK_US / max(r["ops"], 1)
+                                r["req_op"] = (d.requests() - req0 - 1) / max(r["ops"], 1)
+                            samples.setdefault(config, []).append(r)
+                    base = statistics.median(s["ops_s"] for s in samples["tmpfs"])
+                    for config, runs in samples.items():
+                        row: dict[str, Any] = {
+                            "hcas": hcas, "figure": op_key, "readers": readers,
+                            "config": config}
+                        for key in runs[0]:
+                            row[key] = statistics.median(s[key] for s in runs)
+                        row["x_tmpfs"] = float(row["ops_s"]) / base if base else 0.0
+                        rows.append(row)
+                    log(f"{hcas} HCAs {op_key} x{readers}: " + ", ".join(
+                        f"{c} {statistics.median(s['ops_s'] for s in runs):,.0f}/s"
+                        for c, runs in samples.items()))
+        shutil.rmtree(shm)
+    return rows
+
+
+def swaps(count: int, tmp: Path) -> dict[str, Any]:
+    """Profile file rename -> a fresh reader sees the new content; and re-rendering a tmpfs
+    tree in place, with a reader counting failed or torn reads meanwhile."""
+    variants = [profile_with(8, tmp, fw).read_text() for fw in ("28.39.2048", "28.40.1000")]
+    live = tmp / "swap" / "node.yaml"
+    live.parent.mkdir()
+    live.write_text(variants[0])
+    latencies = []
+    with daemon(live, tmp / "mnt-swap") as d:
+        target = d.mnt / "sys/class/infiniband/mlx5_0/fw_ver"
+        for i in range(1, count + 1):
+            want = "28.40.1000\n" if i % 2 else "28.39.2048\n"
+            staged = live.with_name(".node.yaml.new")
+            staged.write_text(variants[i % 2])
+            start = time.perf_counter()
+            os.rename(staged, live)
+            while target.read_text() != want:
+                pass
+            latencies.append((time.perf_counter() - start) * 1000)
+    latencies.sort()
+    # the same change by re-rendering into a served tmpfs directory
+    shm = Path(tempfile.mkdtemp(prefix="mokkafs-bench-swap-", dir="/dev/shm"))
+    profiles = [profile_with(8, tmp, fw) for fw in ("28.39.2048", "28.40.1000")]
+    render(profiles[0], shm)
+    stop = threading.Event()
+    bad = {"failed": 0, "torn": 0, "reads": 0}
+
+    def hammer() -> None:
+        path = shm / "sys/class/infiniband/mlx5_0/fw_ver"
+        while not stop.is_set():
+            bad["reads"] += 1
+            try:
+                if path.read_text() not in ("28.39.2048\n", "28.40.1000\n"):
+                    bad["torn"] += 1
+            except OSError:
+                bad["failed"] += 1
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    renders = []
+    for i in range(1, min(count, 20) + 1):
+        start = time.perf_counter()
+        render(profiles[i % 2], shm)
+        renders.append((time.perf_counter() - start) * 1000)
+    stop.set()
+    thread.join()
+    shutil.rmtree(shm)
+    return {"swap_p50_ms": latencies[len(latencies) // 2],
+            "swap_p99_ms": latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)],
+            "swaps": count, "render_p50_ms": statistics.median(renders),
+            "render_reads": bad["reads"], "render_failed": bad["failed"],
+            "render_torn": bad["torn"]}
+
+
+def idle_and_rss(hca_counts: list[int], idle_s: int, tmp: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"rss_kib": {}}
+    for hcas in hca_counts:
+        with daemon(profile_with(hcas, tmp), tmp / f"mnt-idle-{hcas}") as d:
+            time.sleep(1)
+            out["rss_kib"][hcas] = d.status("VmRSS")
+            if hcas == max(hca_counts):
+                ticks, ctx = d.cpu_ticks(), (d.status("voluntary_ctxt_switches")
+                                             + d.status("nonvoluntary_ctxt_switches"))
+                time.sleep(idle_s)
+                out["idle_hcas"] = hcas
+                out["idle_seconds"] = idle_s
+                out["idle_cpu_ticks"] = d.cpu_ticks() - ticks
+                out["idle_ctx_switches"] = (d.status("voluntary_ctxt_switches")
+                                            + d.status("nonvoluntary_ctxt_switches") - ctx)
+    return out
+
+
+def scrape_seconds(sysfs: Path, scrapes: int) -> float:
+    port = free_port()
+    proc = subprocess.Popen(["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{port}",
+                             f"--path.sysfs={sysfs}", "--collector.disable-defaults",
+                             "--collector.infiniband"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        times = []
+        for _ in range(scrapes):
+            start = time.perf_counter()
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=60) as r:
+                r.read()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def scrapes(hca_counts: list[int], n: int, tmp: Path) -> list[dict[str, Any]]:
+    rows = []
+    for hcas in hca_counts:
+        profile = profile_with(hcas, tmp)
+        shm = Path(tempfile.mkdtemp(prefix="mokkafs-bench-ne-", dir="/dev/shm"))
+        render(profile, shm)
+        with daemon(profile, tmp / f"mnt-ne-{hcas}") as d:
+            m = scrape_seconds(d.mnt / "sys", n)
+            t = scrape_seconds(shm / "sys", n)
+        shutil.rmtree(shm)
+        rows.append({"hcas": hcas, "mokkafs_s": m, "tmpfs_s": t, "x_tmpfs": m / t})
+        log(f"node_exporter {hcas} HCAs: mokkafs {m * 1000:.1f} ms, tmpfs {t * 1000:.1f} ms")
+    return rows
+
+
+def fleet(n: int, idle_s: int, tmp: Path) -> dict[str, Any]:
+    profile = profile_with(8, tmp)
+    procs = []
+    for i in range(n):
+        mnt = tmp / f"fleet-{i}"
+        mnt.mkdir()
+        procs.append(subprocess.Popen([PY, "-m", "mokkafs", "mount", "--profile", str(profile),
+                                       "--node-name", f"node-{i}", "--node-index", str(i),
+                                       "--host-sysfs", "none", str(mnt)], cwd=REPO,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(
+                os.path.ismount(tmp / f"fleet-{i}") for i in range(n)):
+            time.sleep(0.2)
+        time.sleep(1)
+
+        def total(key: str) -> int:
+            return sum(int(next(line.split()[1] for line in
+                                Path(f"/proc/{p.pid}/status").read_text().splitlines()
+                                if line.startswith(key + ":"))) for p in procs)
+
+        def ticks() -> int:
+            return sum(int(x) for p in procs for x in
+                       Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
+
+        rss, t0 = total("VmRSS"), ticks()
+        time.sleep(idle_s)
+        return {"daemons": n, "rss_mib_total": rss / 1024, "rss_mib_per_node": rss / 1024 / n,
+                "idle_ticks_total": ticks() - t0, "idle_seconds": idle_s,
+                "rss_gib_at_5000": rss / n * 5000 / 1024 / 1024}
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=60)
+
+
+def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
+
+    def fmt(v: object) -> str:
+        if isinstance(v, float):
+            return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.0f}"
+        return str(v)
+
+    return head + "".join("| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |\n"
+                          for r in rows)
+
+
+def plots(rows: list[dict[str, Any]]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    for figure in sorted({str(r["figure"]) for r in rows}):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        for config in ("mokkafs", "tmpfs", "sysfs"):
+            pts = sorted((int(r["hcas"]), float(r["ops_s"]), float(r["p50_us"]))
+                         for r in rows if r["figure"] == figure and r["config"] == config
+                         and r["readers"] == 1)
+            if pts:
+                ax1.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=config)
+                ax2.plot([p[0] for p in pts], [p[2] for p in pts], "o-", label=config)
+        ax1.set(xscale="log", yscale="log", xlabel="HCAs", ylabel="ops/s (1 reader)",
+                title=f"{figure}: throughput")
+        ax2.set(xscale="log", yscale="log", xlabel="HCAs", ylabel="p50 µs",
+                title=f"{figure}: latency")
+        ax1.legend()
+        path = RESULTS / f"{figure.replace(':', '-')}.png"
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+        made.append(path)
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a small sweep, under 3 minutes")
+    args = parser.parse_args()
+    quick = args.quick
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="mokkafs-bench-") as t:
+        tmp = Path(t)
+        reader = build_reader(tmp)
+        hca_counts = [8, 64] if quick else [1, 8, 64, 256]
+        reader_counts = [1, 2] if quick else [1, 2, 4]
+        log("attribute reads, stat, readdir, readlink")
+        rows = reads(reader, hca_counts, reader_counts, 300 if quick else 1500,
+                     1 if quick else 3, tmp)
+        log("swaps")
+        swap = swaps(20 if quick else 100, tmp)
+        log("idle and memory")
+        idle = idle_and_rss(hca_counts, 10 if quick else 60, tmp)
+        log("node_exporter scrapes")
+        ne = scrapes([8, 64], 3 if quick else 10, tmp)
+        fleet_result = fleet(10 if quick else 50, 5 if quick else 30, tmp)
+    result = {"machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
+              "quick": quick, "reads": rows, "swap": swap, "idle": idle,
+              "node_exporter": ne, "fleet": fleet_result}
+    (RESULTS / ("quick.json" if quick else "full.json")).write_text(json.dumps(result, indent=1))
+    pngs = plots(rows)
+    print("## Attribute reads (C reader; ops/s and latency; x_tmpfs = ratio to the tmpfs tree)\n")
+    print(table(rows, ["hcas", "figure", "readers", "config", "ops_s", "x_tmpfs", "p50_us",
+                       "p99_us", "cpu_us_op", "req_op", "errors"]))
+    print("## Swap: profile rename to a fresh reader seeing it, and re-rendering instead\n")
+    print(table([swap], list(swap)))
+    print("## Idle cost and memory\n")
+    print(table([{k: v for k, v in idle.items() if k != "rss_kib"}],
+                [k for k in idle if k != "rss_kib"]))
+    print(table([{"hcas": h, "rss_mib": v / 1024}
+                 for h, v in idle["rss_kib"].items()], ["hcas", "rss_mib"]))
+    print("## node_exporter infiniband scrape\n")
+    print(table(ne, ["hcas", "mokkafs_s", "tmpfs_s", "x_tmpfs"]))
+    print("## Fleet on one machine\n")
+    print(table([fleet_result], list(fleet_result)))
+    print(f"plots: {', '.join(str(p.relative_to(REPO)) for p in pngs)}")
+
+
+if __name__ == "__main__":
+    main()
