@@ -345,6 +345,33 @@ def fleet(n: int, idle_s: int, tmp: Path) -> dict[str, Any]:
             p.wait(timeout=60)
 
 
+def shim_cost(reader: Path, rounds: int, ms: int, tmp: Path) -> list[dict[str, Any]]:
+    """What the preload shim costs a path outside its prefixes: the same stat and read loops
+    over host files, with and without it, interleaved."""
+    from mokkafs.preload import library
+
+    paths = ["/etc/hostname", "/etc/passwd", "/usr/bin/env", "/proc/self/status"]
+    listfile = tmp / "host-paths"
+    listfile.write_text("\n".join(paths) + "\n")
+    rows = []
+    for op in ("stat", "read"):
+        samples: dict[str, list[float]] = {"without": [], "with": []}
+        for _ in range(rounds):
+            for config in random.sample(list(samples), 2):
+                env = dict(os.environ)
+                if config == "with":
+                    env.update(LD_PRELOAD=str(library()), MOKKAFS_ROOT="/nonexistent-view")
+                start = time.monotonic_ns() + 20_000_000
+                out = subprocess.run([str(reader), op, str(ms), str(start), str(listfile)],
+                                     capture_output=True, text=True, env=env, check=True)
+                samples[config].append(json.loads(out.stdout)["ops"] / (ms / 1000))
+        without, with_ = (statistics.median(samples[k]) for k in ("without", "with"))
+        rows.append({"op": op, "without_ops_s": without, "with_ops_s": with_,
+                     "ns_added": (1 / with_ - 1 / without) * 1e9, "x": with_ / without})
+        log(f"shim, {op} outside the prefixes: {without:,.0f}/s without, {with_:,.0f}/s with")
+    return rows
+
+
 def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
     head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
 
@@ -407,9 +434,11 @@ def main() -> None:
         log("node_exporter scrapes")
         ne = scrapes([8, 64], 3 if quick else 10, tmp)
         fleet_result = fleet(10 if quick else 50, 5 if quick else 30, tmp)
+        log("the preload shim on paths outside its prefixes")
+        shim = shim_cost(reader, 3 if quick else 7, 300 if quick else 1000, tmp)
     result = {"machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
               "quick": quick, "reads": rows, "swap": swap, "idle": idle,
-              "node_exporter": ne, "fleet": fleet_result}
+              "node_exporter": ne, "fleet": fleet_result, "shim": shim}
     (RESULTS / ("quick.json" if quick else "full.json")).write_text(json.dumps(result, indent=1))
     pngs = plots(rows)
     print("## Attribute reads (C reader; ops/s and latency; x_tmpfs = ratio to the tmpfs tree)\n")
@@ -426,6 +455,8 @@ def main() -> None:
     print(table(ne, ["hcas", "mokkafs_s", "tmpfs_s", "x_tmpfs"]))
     print("## Fleet on one machine\n")
     print(table([fleet_result], list(fleet_result)))
+    print("## The preload shim on paths outside its prefixes\n")
+    print(table(shim, ["op", "without_ops_s", "with_ops_s", "ns_added", "x"]))
     print(f"plots: {', '.join(str(p.relative_to(REPO)) for p in pngs)}")
 
 

@@ -20,7 +20,8 @@ static int is_hex(char c) {
 }
 
 int mokkafs_redirected(const char *path) {
-    if (path[0] != '/')
+    /* Every prefix starts with /sys, /proc or /dev: one look rejects the rest of the world. */
+    if (path[0] != '/' || (path[1] != 's' && path[1] != 'p' && path[1] != 'd'))
         return 0;
     for (const char *const *p = prefixes; *p; p++) {
         size_t n = strlen(*p);
