@@ -12,8 +12,6 @@ namespace. ``setns`` into a mount namespace needs a single-threaded process, hen
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import logging
 import os
@@ -22,20 +20,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mokkafs import linux
+
 log = logging.getLogger(__name__)
 
 PROPAGATED = "/run/mokkafs-host"  # where containers see the mountpoint's parent
-CLONE_NEWNS = 0x0002_0000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
-MS_SHARED = 1 << 20
-MNT_DETACH = 2
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def fsname(mountpoint: Path) -> str:
@@ -46,12 +35,11 @@ def share_parent(mountpoint: Path) -> Path:
     """Make the mountpoint's parent a shared mount (binding it onto itself if it is not a
     mount yet), so a new mount below it propagates into containers that hold it."""
     parent = Path(os.path.abspath(mountpoint)).parent
-    target = os.fsencode(parent)
     # Not os.path.ismount: a directory bound onto itself keeps its device and inode, and only
     # the mount table knows it is a mount point.
     if not any(m.point == str(parent) for m in mounts_of(os.getpid())):
-        _check(_libc.mount(target, target, None, MS_BIND, None), f"bind {parent}")
-    _check(_libc.mount(None, target, None, MS_SHARED, None), f"make {parent} shared")
+        linux.mount(str(parent), str(parent), None, linux.MS_BIND)
+    linux.mount(None, str(parent), None, linux.MS_SHARED)
     return parent
 
 
@@ -130,13 +118,12 @@ def repair(mountpoint: Path) -> int:
 
 def _rebind(pid: int, binds: list[tuple[str, str]]) -> None:
     with open(f"/proc/{pid}/ns/mnt") as ns:
-        _check(_libc.setns(ns.fileno(), CLONE_NEWNS), f"setns into pid {pid}")
+        linux.setns(ns.fileno(), linux.CLONE_NEWNS, f"the mount namespace of pid {pid}")
     for source, target in binds:
-        src, dst = os.fsencode(source), os.fsencode(target)
-        _libc.umount2(dst, MNT_DETACH)
-        _check(_libc.mount(src, dst, None, MS_BIND | MS_REC, None), f"bind {source} {target}")
-        _check(_libc.mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID
-                           | MS_NODEV, None), f"remount {target} read-only")
+        linux.umount_lazily(target)
+        linux.mount(source, target, None, linux.MS_BIND | linux.MS_REC)
+        linux.mount(None, target, None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY
+                    | linux.MS_NOSUID | linux.MS_NODEV)
 
 
 if __name__ == "__main__":

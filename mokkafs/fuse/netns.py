@@ -9,27 +9,15 @@ namespace, so at most ``limit`` are kept; the least recently used is detached fi
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import logging
 import os
 import threading
 from collections import OrderedDict
 from pathlib import Path
 
+from mokkafs import linux
+
 log = logging.getLogger(__name__)
-
-CLONE_NEWNET = 0x4000_0000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MNT_DETACH = 2
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
 
 def netns_of(pid: int) -> int:
     """The inode of a process's network namespace, or 0 when it cannot be seen."""
@@ -63,7 +51,7 @@ class NetnsSysfs:
             self.instances[ns] = path
             while len(self.instances) > self.limit:
                 _, old = self.instances.popitem(last=False)
-                _libc.umount2(os.fsencode(old), MNT_DETACH)
+                linux.umount_lazily(old)
             return ns, path
 
     def known(self, ns: int) -> str | None:
@@ -78,13 +66,12 @@ class NetnsSysfs:
         def work() -> None:
             try:
                 with open(f"/proc/{pid}/ns/net") as theirs, open("/proc/self/ns/net") as ours:
-                    _check(_libc.setns(theirs.fileno(), CLONE_NEWNET), "setns")
+                    linux.setns(theirs.fileno(), linux.CLONE_NEWNET, f"the netns of {pid}")
                     try:
-                        _check(_libc.mount(b"sysfs", os.fsencode(target), b"sysfs",
-                                           MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
-                               f"mount sysfs on {target}")
+                        linux.mount("sysfs", str(target), "sysfs", linux.MS_RDONLY
+                                    | linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
                     finally:
-                        _check(_libc.setns(ours.fileno(), CLONE_NEWNET), "setns back")
+                        linux.setns(ours.fileno(), linux.CLONE_NEWNET, "the daemon's netns")
             except BaseException as exc:  # reported in the calling thread
                 errors.append(exc)
 
@@ -99,7 +86,7 @@ class NetnsSysfs:
     def close(self) -> None:
         with self.lock:
             for path in self.instances.values():
-                _libc.umount2(os.fsencode(path), MNT_DETACH)
+                linux.umount_lazily(path)
                 with contextlib.suppress(OSError):
                     os.rmdir(path)
             self.instances.clear()

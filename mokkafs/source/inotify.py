@@ -3,13 +3,13 @@ some (no polling, no wake-ups while nothing changes)."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import struct
 from dataclasses import dataclass
 
 import trio
+
+from mokkafs.linux import check, libc
 
 IN_MODIFY = 0x0000_0002
 IN_ATTRIB = 0x0000_0004
@@ -25,7 +25,6 @@ IN_NONBLOCK = 0o4000
 IN_CLOEXEC = 0o2000000
 
 _EVENT = struct.Struct("iIII")
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -37,18 +36,11 @@ class Event:
 
 class Inotify:
     def __init__(self) -> None:
-        fd = _libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
-        if fd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
-        self.fd = fd
+        self.fd = check(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC), "inotify_init1")
 
     def add_watch(self, path: str, mask: int) -> int:
-        wd = _libc.inotify_add_watch(self.fd, os.fsencode(path), mask)
-        if wd < 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"inotify_add_watch {path}: {os.strerror(err)}")
-        return int(wd)
+        return check(libc.inotify_add_watch(self.fd, os.fsencode(path), mask),
+                     f"inotify_add_watch {path}")
 
     async def read(self) -> list[Event]:
         """Wait until the kernel queues events, then return all of them."""

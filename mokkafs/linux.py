@@ -1,0 +1,38 @@
+"""Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns,
+inotify), raising OSError with the errno like os does."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+CLONE_NEWNS = 0x0002_0000
+CLONE_NEWNET = 0x4000_0000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_SHARED = 32, 4096, 16384, 1 << 20
+MNT_DETACH = 2
+
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+
+
+def check(result: int, what: str) -> int:
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return result
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    check(libc.mount(None if source is None else os.fsencode(source), os.fsencode(target),
+                     None if fstype is None else os.fsencode(fstype), flags, None),
+          f"mount {source or ''} on {target}")
+
+
+def umount_lazily(target: str) -> None:
+    """Detach ``target``; a path that is not mounted is not an error."""
+    libc.umount2(os.fsencode(target), MNT_DETACH)
+
+
+def setns(fd: int, nstype: int, what: str) -> None:
+    check(libc.setns(fd, nstype), f"setns into {what}")
