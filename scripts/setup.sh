@@ -11,7 +11,7 @@ APT_PACKAGES=(
   fuse3 libfuse3-dev pkg-config gcc make
   pciutils infiniband-diags ibverbs-utils ibverbs-providers prometheus-node-exporter
   golang-go golang-github-prometheus-procfs-dev hwloc-nox
-  podman runc busybox-static iproute2 golang-github-container-orchestrated-devices-container-device-interface-dev
+  podman runc crun busybox-static iproute2 golang-github-container-orchestrated-devices-container-device-interface-dev
   curl
 )
 

@@ -17,7 +17,7 @@ import pytest
 
 from mokkafs.cdi import UPSTREAM_SCHEMA, validate
 from mokkafs.errors import MokkafsError
-from tests.conftest import state_of
+from tests.conftest import require_tool, state_of
 from tests.consumers.conftest import free_port
 from tests.containers.conftest import (
     HOST_TOOLS,
@@ -208,3 +208,23 @@ def test_schemas_reject_a_broken_spec() -> None:
     for schema in (None, UPSTREAM_SCHEMA):
         with pytest.raises(MokkafsError, match="containerPath"):
             validate(spec) if schema is None else validate(spec, schema)
+
+
+def test_direct_proc_devices_mount_where_the_runtime_allows_it(h100_node: Node) -> None:
+    """crun accepts a mount over /proc/devices (the `proc-devices-mount` device); runc refuses
+    it, which is why `all` uses the hook. crun needs the hybrid cgroup2 mount hidden, done here
+    in a private mount namespace (consumers.md §4.1)."""
+    require_tool("crun")
+    device = h100_node.device("proc-devices-mount")
+    run = " ".join(["podman", "run", "--rm", "--runtime", "crun", "--ulimit",
+                    "nofile=1024:1024", "--ulimit", "nproc=4096:4096", "--device", device,
+                    *HOST_TOOLS, IMAGE, "cat", "/proc/devices"])
+    result = subprocess.run(["unshare", "-m", "sh", "-c", "mount --make-rprivate / && "
+                             "(umount /sys/fs/cgroup/unified 2>/dev/null || true) && " + run],
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert "235 nvidia-caps-imex-channels" in result.stdout
+    refused = podman("run", "--rm", *RUN, "--device", device, *HOST_TOOLS, IMAGE, "cat",
+                     "/proc/devices", check=False)
+    assert refused.returncode != 0
+    assert "inside /proc" in refused.stderr
