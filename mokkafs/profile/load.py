@@ -16,6 +16,7 @@ from mokkafs.errors import Problem, ProfileError
 from mokkafs.profile.schema import Profile
 
 YamlPath = tuple[str | int, ...]
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def format_path(path: YamlPath) -> str:
@@ -72,8 +73,14 @@ def parse(text: str, filename: str) -> tuple[Profile, dict[YamlPath, int]]:
     Raises ``ProfileError`` with one ``Problem`` per defect found.
     """
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        # One parse gives both the node tree (for line numbers) and the data; libyaml's C
+        # loader when PyYAML has it, as this runs on every profile change.
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         detail = " ".join(str(x) for x in (exc.context, exc.problem) if x)
