@@ -8,7 +8,7 @@ spec (``--cdi-dir``) -> readiness: a stderr line, and ``READY=1`` to systemd whe
 
 Stop (SIGINT/SIGTERM), in order, in a shielded scope bounded by ``SHUTDOWN_SECONDS``: stop the
 source, let a swap in progress finish its invalidations (they need the FUSE loop alive), mark
-not ready, retract the CDI spec, run the ``before_unmount`` hooks, end the FUSE loop, unmount.
+not ready, retract the CDI spec, end the FUSE loop, unmount.
 SIGHUP re-reads the profile.
 """
 
@@ -19,7 +19,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import pyfuse3
@@ -46,9 +46,6 @@ log = logging.getLogger(__name__)
 SHUTDOWN_SECONDS = 1.5
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-Hook = Callable[[], Awaitable[None]]
-
-
 def sd_notify(message: str) -> None:
     """Tell systemd (or any manager listening on ``NOTIFY_SOCKET``) about our state."""
     addr = os.environ.get("NOTIFY_SOCKET")
@@ -70,16 +67,12 @@ def default_announce(state: State, tree: Tree, mountpoint: Path) -> str:
 
 class Daemon:
     def __init__(self, source: Source, mountpoint: Path, *, metrics_address: str | None = None,
-                 extra_options: Sequence[str] = (),
-                 before_unmount: Sequence[Hook] = (),
                  runtime_dir: Path = Path("/run/mokkafs-runtime"),
                  cdi: Publisher | None = None,
                  announce: Callable[[State, Tree, Path], str] = default_announce) -> None:
         self.source = source
         self.mountpoint = mountpoint
         self.metrics_address = metrics_address
-        self.extra_options = tuple(extra_options)
-        self.before_unmount = list(before_unmount)
         self.announce = announce
         self.runtime_dir = runtime_dir
         self.cdi = cdi
@@ -113,8 +106,6 @@ class Daemon:
             sd_notify("STOPPING=1")
             if self.cdi:  # no new container may be given a mount that is about to go
                 await trio.to_thread.run_sync(self.cdi.retract)
-            for hook in self.before_unmount:
-                await hook()
         if scope.cancelled_caught:
             log.warning("shutdown steps took over %.1fs; unmounting anyway", SHUTDOWN_SECONDS)
         pyfuse3.terminate()
@@ -171,7 +162,7 @@ class Daemon:
         if self.cdi:
             share_parent(self.mountpoint)  # before mounting: the mount must propagate
         pyfuse3.init(ops, str(self.mountpoint),
-                     mount_options(fsname(self.mountpoint), self.extra_options))
+                     mount_options(fsname(self.mountpoint)))
         swapper = Swapper(holder, state, Invalidator(), self.metrics, self.health,
                           after_swap=self._publish if self.cdi else None)
         swapper.record_success(state, counts)

@@ -15,8 +15,8 @@ import pytest
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import load_state
 from mokkafs.state import HostFacts, State
-from mokkafs.surfaces import describe
-from mokkafs.tree.build import Tree, build
+from mokkafs.swap import build_tree
+from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File, Symlink
 from tests.helpers.mounts import (
     NVML_MOCK_PROFILES,
@@ -47,7 +47,7 @@ def state_of(profile: str | Path, node_name: str = "node-a", **kw: object) -> St
 
 
 def tree_of(state: State) -> Tree:
-    return build(describe(state), state.generation, int(state.loaded_at * 1e9))
+    return build_tree(state)[0]
 
 
 ALL_PROFILES: list[Path] = sorted(SHIPPED_PROFILES.glob("*.yaml")) + sorted(

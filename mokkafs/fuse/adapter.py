@@ -26,7 +26,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
@@ -73,7 +73,6 @@ def guarded(fn: Handler[P, R]) -> Handler[P, R]:
         except pyfuse3.FUSEError:
             raise
         except Exception:
-            self.failures += 1
             log.exception("%s failed; answering EIO", name)
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
@@ -102,7 +101,6 @@ class Operations(pyfuse3.Operations):
         self.host_handles: dict[int, int] = {}  # fh -> host file descriptor
         self.dir_handles: dict[int, list[tuple[str, pyfuse3.EntryAttributes]]] = {}
         self._next_fh = itertools.count(1)
-        self.failures = 0
 
     # -- attributes ------------------------------------------------------------------------
 
@@ -328,9 +326,7 @@ class Operations(pyfuse3.Operations):
         return stats
 
 
-def mount_options(fsname: str = "mokkafs", extra: Sequence[str] = ()) -> set[str]:
+def mount_options(fsname: str = "mokkafs") -> set[str]:
     """Options for ``pyfuse3.init``: read-only, kernel-checked modes, visible to every uid."""
-    opts = set(pyfuse3.default_options)  # default_permissions
-    opts |= {f"fsname={fsname}", "subtype=mokkafs", "allow_other", "ro"}
-    opts |= set(extra)
-    return opts
+    return set(pyfuse3.default_options) | {  # default_permissions
+        f"fsname={fsname}", "subtype=mokkafs", "allow_other", "ro"}

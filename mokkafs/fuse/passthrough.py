@@ -52,10 +52,14 @@ class HostView:
         root = self.netns.known(node.ns)
         return None if root is None else os.path.join(root, node.rel)
 
-    def node(self, rel: str, pid: int) -> tuple[HostNode, os.stat_result] | None:
-        """The host entry at ``rel`` as ``pid`` sees it, or None. May mount a namespace's
+    def _root(self, rel: str, pid: int) -> tuple[int, str]:
+        """(namespace id, sysfs root) ``rel`` is read from for ``pid``. May mount a namespace's
         sysfs: call from a worker thread."""
-        ns, root = self.netns.root(pid) if is_scoped(rel) else (0, self.netns.host_sysfs)
+        return self.netns.root(pid) if is_scoped(rel) else (0, self.netns.host_sysfs)
+
+    def node(self, rel: str, pid: int) -> tuple[HostNode, os.stat_result] | None:
+        """The host entry at ``rel`` as ``pid`` sees it, or None (worker thread)."""
+        ns, root = self._root(rel, pid)
         try:
             st = os.lstat(os.path.join(root, rel))
         except OSError:
@@ -72,8 +76,7 @@ class HostView:
             return None
 
     def listdir(self, rel: str, pid: int) -> list[str]:
-        ns, root = self.netns.root(pid) if is_scoped(rel) else (0, self.netns.host_sysfs)
-        del ns
+        _, root = self._root(rel, pid)
         try:
             return sorted(os.listdir(os.path.join(root, rel)))
         except OSError:

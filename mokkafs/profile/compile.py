@@ -375,11 +375,7 @@ def _functions(profile: Profile, gpus: list[_Gpu], placement: dict[str, str],
         )))
     entries.sort(key=lambda e: e[0])
     # Legacy INTx lines as a BIOS would route them: distinct, stable, in address order.
-    return tuple(_with_irq(fn, 32 + i) for i, (_, fn) in enumerate(entries))
-
-
-def _with_irq(fn: PciFunction, irq: int) -> PciFunction:
-    return replace(fn, irq=irq)
+    return tuple(replace(fn, irq=32 + i) for i, (_, fn) in enumerate(entries))
 
 
 def _hcas(ib: InfiniBand, slots: list[tuple[str, str, int]], options: Options,

@@ -1,6 +1,6 @@
 """Surfaces: one module per simulated kernel surface, each a pure function of a State.
 
-``describe`` lists every node of the view in a fixed order; the tree builder assembles them.
+``SURFACES`` lists them in order; ``mokkafs.swap.build_tree`` assembles their nodes.
 """
 
 from __future__ import annotations
@@ -20,7 +20,3 @@ SURFACES: tuple[tuple[str, Surface], ...] = (
     ("proc_devices", proc_devices.nodes),
 )
 
-
-def describe(state: State) -> Iterator[Node]:
-    for _, surface in SURFACES:
-        yield from surface(state)
