@@ -25,6 +25,7 @@ from mokkafs.cdi import (
     write_atomically,
 )
 from mokkafs.errors import MokkafsError
+from mokkafs.fuse import modes
 from mokkafs.host import default_node_name, read_host_facts
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import describe_shipped, load_state, resolve, shipped_profiles
@@ -80,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("--cdi-kind", default=KIND,
                        help=f"CDI kind of that spec (default {KIND}; one per simulated node "
                             "on a machine)")
+    mount.add_argument("--cache-mode", choices=("auto", "no-open", "keep-cache"),
+                       default=os.environ.get(modes.ENV, "auto"),
+                       help="how the kernel caches the view: no-open (reads served by the "
+                            "kernel; needs the patched pyfuse3), keep-cache (every open "
+                            f"reaches the daemon), or auto: no-open when possible (default: "
+                            f"${modes.ENV} or auto)")
     mount.add_argument("mountpoint", type=Path)
 
     cdi = sub.add_parser("cdi", help="print (or write) the CDI spec of a serving mount")
@@ -186,7 +193,8 @@ def _cmd_mount(args: argparse.Namespace) -> int:
     publisher = (Publisher(args.cdi_dir, args.mountpoint, args.cdi_version or NEWEST,
                            args.cdi_kind, args.cdi_hook) if args.cdi_dir else None)
     daemon = Daemon(FileSource(path, _compiler(args)), args.mountpoint,
-                    metrics_address=args.metrics, runtime_dir=args.runtime_dir, cdi=publisher)
+                    metrics_address=args.metrics, runtime_dir=args.runtime_dir, cdi=publisher,
+                    cache_mode=modes.choose(args.cache_mode))
     trio.run(daemon.serve)
     return 0
 

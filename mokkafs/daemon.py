@@ -29,6 +29,7 @@ from mokkafs.cdi import Publisher
 from mokkafs.errors import MokkafsError
 from mokkafs.fuse.adapter import Operations, TreeHolder, mount_options
 from mokkafs.fuse.invalidate import Invalidator
+from mokkafs.fuse.modes import CacheMode
 from mokkafs.fuse.mount import lazy_unmount, prepare_mountpoint
 from mokkafs.fuse.netns import NetnsSysfs
 from mokkafs.fuse.passthrough import HostView
@@ -60,16 +61,20 @@ def sd_notify(message: str) -> None:
             log.warning("NOTIFY_SOCKET %s: %s", addr, exc)
 
 
-def default_announce(state: State, tree: Tree, mountpoint: Path) -> str:
+def default_announce(state: State, tree: Tree, mountpoint: Path, mode: CacheMode) -> str:
     return (f"mokkafs: serving {state.source} as node {state.node_name} at {mountpoint} "
-            f"(generation {state.generation}, {len(tree.entries)} inodes)")
+            f"(generation {state.generation}, {len(tree.entries)} inodes, "
+            f"{mode.value} cache mode)")
 
 
 class Daemon:
     def __init__(self, source: Source, mountpoint: Path, *, metrics_address: str | None = None,
                  runtime_dir: Path = Path("/run/mokkafs-runtime"),
                  cdi: Publisher | None = None,
-                 announce: Callable[[State, Tree, Path], str] = default_announce) -> None:
+                 cache_mode: CacheMode = CacheMode.KEEP_CACHE,
+                 announce: Callable[[State, Tree, Path, CacheMode], str] = default_announce,
+                 ) -> None:
+        self.cache_mode = cache_mode
         self.source = source
         self.mountpoint = mountpoint
         self.metrics_address = metrics_address
@@ -140,7 +145,8 @@ class Daemon:
         if self.cdi:  # containers that outlived a previous daemon: attach them again
             await trio.to_thread.run_sync(repair, self.mountpoint)
         self.health.serving = True
-        print(self.announce(state, tree, self.mountpoint), file=sys.stderr, flush=True)
+        print(self.announce(state, tree, self.mountpoint, self.cache_mode), file=sys.stderr,
+              flush=True)
         sd_notify("READY=1")
 
     async def serve(self) -> None:
@@ -152,7 +158,8 @@ class Daemon:
         prepare_mountpoint(self.mountpoint)
         netns = NetnsSysfs(state.host.sysfs, self.runtime_dir) if state.host.sysfs else None
         ops = Operations(holder, observe=self.metrics.observe_request,
-                         host=HostView(netns) if netns else None)
+                         host=HostView(netns) if netns else None, mode=self.cache_mode)
+        self.metrics.cache_mode.labels(self.cache_mode.value).set(1)
         # From the moment a mount exists, a stop signal must lead to an unmount, never to a
         # death that leaves a dead mount behind: the receiver handles them while serving, and
         # its exit restores SIG_IGN (not the default action) for the unmount itself, so a

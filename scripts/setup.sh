@@ -12,7 +12,7 @@ APT_PACKAGES=(
   pciutils infiniband-diags ibverbs-utils ibverbs-providers prometheus-node-exporter
   golang-go golang-github-prometheus-procfs-dev hwloc-nox
   podman runc crun busybox-static iproute2 golang-github-container-orchestrated-devices-container-device-interface-dev
-  curl
+  curl patch
 )
 
 missing=()
@@ -30,6 +30,16 @@ py=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$py" -m venv .venv
+fi
+# pyfuse3 with the project's patch (native/pyfuse3/), before mokkafs so pip keeps it; and the
+# unpatched release beside it, which the tests use to prove the keep-cache fallback.
+pyfuse3_stamp=.venv/.pyfuse3-patched
+if [ ! -f "$pyfuse3_stamp" ] || [ -n "$(find scripts/build-pyfuse3.sh native/pyfuse3 -newer "$pyfuse3_stamp" -print -quit)" ]; then
+  echo "setup: building pyfuse3 with native/pyfuse3/pass-inode-when-no-open.patch" >&2
+  .venv/bin/pip install -q --upgrade pip
+  scripts/build-pyfuse3.sh .venv/bin/pip
+  scripts/build-pyfuse3.sh .venv/bin/pip --stock .venv/pyfuse3-stock
+  touch "$pyfuse3_stamp"
 fi
 stamp=.venv/.mokkafs-installed
 # Reinstall when the package definition or the shim's C sources (compiled by pip) changed.

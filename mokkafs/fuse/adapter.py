@@ -3,15 +3,20 @@
 Contract with the kernel:
 - Read-only: the mount is ``ro``, so the kernel answers EROFS to every write, create, rename,
   unlink and setattr before a request reaches the daemon.
-- Every reply sets its cache behaviour explicitly. Static files are opened with
-  ``keep_cache`` and carry their exact size and the generation's mtime, so the page cache serves
-  repeated reads and a swap (new mtime) drops it; dynamic files (counters) are ``direct_io``:
-  every read reaches the daemon.
-- Each open takes a snapshot of the content (``handles``): a reader sees one generation and one
-  instant from its first byte to its last, whatever swaps happen meanwhile. Because such a
-  reader may refill the page cache with old bytes after a swap invalidated it, an open of a
-  file that still has (or had, since the last open) a handle on other bytes is answered
-  without ``keep_cache``, which makes the kernel drop the file's pages there and then.
+- Static files carry their exact size and the mtime of the build that last changed them, so
+  page caches serve repeated reads and a swap (new mtime, plus invalidation) drops them.
+- Two cache modes (``mokkafs.fuse.modes``):
+  - no-open: ``open``/``opendir`` answer ENOSYS and the kernel serves files, listings and link
+    targets from its caches; ``read``/``readdir`` get the inode (patched pyfuse3). Content the
+    tree does not fix (counters, the host's sysfs) is described by a snapshot taken when its
+    attributes are asked for (``mokkafs.fuse.snapshots``), with attribute timeouts no longer
+    than its allowed staleness.
+  - keep-cache: each open takes a snapshot of the content (``handles``), so a reader sees one
+    generation and one instant from its first byte to its last. Static files are opened with
+    ``keep_cache``, dynamic ones ``direct_io``. Because a reader may refill the page cache with
+    old bytes after a swap invalidated it, an open of a file that still has (or had, since the
+    last open) a handle on other bytes is answered without ``keep_cache``, which makes the
+    kernel drop the file's pages there and then.
 - Beneath directories that merge the host's sysfs (``Dir.merge``), names the tree does not have
   are the host's, served by ``mokkafs.fuse.passthrough`` at request time.
 - Only ``FUSEError`` leaves a handler. Anything else is logged and answered with EIO for that
@@ -26,13 +31,15 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
 
-from mokkafs.fuse.passthrough import HostNode, HostView
+from mokkafs.fuse.modes import CacheMode
+from mokkafs.fuse.passthrough import HOST_TIMEOUT, HostNode, HostView
+from mokkafs.fuse.snapshots import Snapshot, Snapshots
 from mokkafs.tree.build import Entry, Tree
 from mokkafs.tree.nodes import CharDevice, Dir, File, Symlink
 
@@ -88,9 +95,14 @@ class Operations(pyfuse3.Operations):
 
     def __init__(self, holder: TreeHolder, *, timeout: float = 60.0,
                  clock: Callable[[], float] = time.monotonic,
-                 observe: Observer = _ignore, host: HostView | None = None) -> None:
+                 observe: Observer = _ignore, host: HostView | None = None,
+                 mode: CacheMode = CacheMode.KEEP_CACHE) -> None:
         super().__init__()
         self.holder = holder
+        self.mode = mode
+        self.no_open = mode is CacheMode.NO_OPEN
+        self.enable_symlink_cache = self.no_open  # read by patched pyfuse3 at FUSE_INIT
+        self.snapshots = Snapshots()  # no-open: what the kernel was told, per inode
         self.host = host
         self.timeout = timeout
         self.clock = clock
@@ -117,11 +129,23 @@ class Operations(pyfuse3.Operations):
         attrs.st_gid = 0
         mtime = entry.mtime_ns
         if isinstance(node, File):
-            if isinstance(node.content, bytes):
+            if node.error:  # as sysfs says; not 0, or a no-open read would never ask us
+                attrs.st_size = DYNAMIC_SIZE
+            elif isinstance(node.content, bytes):
                 attrs.st_size = len(node.content)
+            elif self.no_open:
+                snap = self.snapshots.take(entry.inode, node.read(self.clock()))
+                attrs.st_size, mtime = len(snap.content), snap.mtime_ns
+                attrs.attr_timeout = min(node.max_age, self.timeout)
             else:
                 attrs.st_size = DYNAMIC_SIZE
                 mtime = time.time_ns()
+        elif isinstance(node, Dir) and node.merge is not None and self.no_open:
+            # Its listing includes the host's, which changes without the tree: the mtime the
+            # kernel checks its cached listing against follows a snapshot of the names.
+            listed = self.snapshots.get(entry.inode)
+            mtime = listed.mtime_ns if listed else mtime
+            attrs.entry_timeout = attrs.attr_timeout = min(self.timeout, HOST_TIMEOUT)
         elif isinstance(node, Symlink):
             attrs.st_size = len(node.target.encode())
         elif isinstance(node, CharDevice):
@@ -136,6 +160,25 @@ class Operations(pyfuse3.Operations):
         if entry is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
         return entry
+
+    async def fresh_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
+        """``attributes``, after (no-open) a new snapshot of a merged directory's names."""
+        node = entry.node
+        if self.no_open and self.host and isinstance(node, Dir) and node.merge is not None:
+            items = await trio.to_thread.run_sync(self._listing, tree, entry.inode, None, 0)
+            self.snapshots.take(entry.inode, "\0".join(name for name, _ in items).encode())
+        return self.attributes(tree, entry)
+
+    async def host_attributes(self, node: HostNode,
+                              st: os.stat_result) -> pyfuse3.EntryAttributes:
+        """The host node's attributes; in no-open mode from a new snapshot of its content."""
+        assert self.host is not None
+        snap: Snapshot | None = None
+        if self.no_open:
+            content = await trio.to_thread.run_sync(self.host.snapshot_source, node, st)
+            if content is not None:
+                snap = self.snapshots.take(node.inode, content)
+        return self.host.attributes(node, st, snap)
 
     def _host_dir(self, tree: Tree, inode: int) -> tuple[str, tuple[str, ...]] | None:
         """(host path, hidden patterns) of a directory whose host entries show, or None."""
@@ -170,7 +213,7 @@ class Operations(pyfuse3.Operations):
         text = os.fsdecode(name)
         entry = tree.lookup(parent_inode, text)
         if entry is not None:
-            return self.attributes(tree, entry)
+            return await self.fresh_attributes(tree, entry)
         merged = self._host_dir(tree, parent_inode)
         if merged is None or self.host is None or text in (".", ".."):
             raise pyfuse3.FUSEError(errno.ENOENT)
@@ -181,7 +224,7 @@ class Operations(pyfuse3.Operations):
                                               ctx.pid)
         if found is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return self.host.attributes(*found)
+        return await self.host_attributes(*found)
 
     @guarded
     async def getattr(self, inode: int,
@@ -189,13 +232,13 @@ class Operations(pyfuse3.Operations):
         tree = self.holder.tree
         entry = tree.get(inode)
         if entry is not None:
-            return self.attributes(tree, entry)
+            return await self.fresh_attributes(tree, entry)
         node = self._host_node(inode)
         assert self.host is not None
         st = self.host.lstat(node)
         if st is None:
             raise pyfuse3.FUSEError(errno.ENOENT)
-        return self.host.attributes(node, st)
+        return await self.host_attributes(node, st)
 
     @guarded
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -208,41 +251,58 @@ class Operations(pyfuse3.Operations):
 
     # -- directories -----------------------------------------------------------------------
 
-    def _host_listing(self, base: str, hide: tuple[str, ...], taken: set[str], pid: int,
-                      ) -> list[tuple[str, pyfuse3.EntryAttributes]]:
-        assert self.host is not None
-        listing = []
-        for name in self.host.listdir(base, pid):
-            if name in taken or any(fnmatch.fnmatchcase(name, p) for p in hide):
-                continue
-            found = self.host.node(f"{base}/{name}".lstrip("/"), pid)
-            if found is not None:
-                listing.append((name, self.host.attributes(*found)))
-        return listing
-
-    @guarded
-    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        tree = self.holder.tree
+    def _listing(self, tree: Tree, inode: int, pid: int | None, ns: int,
+                 ) -> list[tuple[str, pyfuse3.EntryAttributes]]:
+        """A directory's entries in name order: the tree's, then (merged and host directories)
+        the host's, as ``pid`` sees them, or (``pid`` None) from namespace ``ns``'s sysfs.
+        Worker thread when host entries are involved."""
         entry = tree.get(inode)
         if entry is not None and not isinstance(entry.node, Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
-        if entry is None:
-            self._host_node(inode)
         items = [] if entry is None else [
             (name, self.attributes(tree, tree.entries[ino])) for name, ino in entry.children]
         merged = self._host_dir(tree, inode)
-        if merged is not None:
-            taken = {name for name, _ in items}
-            items += await trio.to_thread.run_sync(self._host_listing, merged[0], merged[1],
-                                                   taken, ctx.pid)
-            items.sort(key=lambda item: item[0])
+        if merged is None or self.host is None:
+            return items
+        base, hide = merged
+        taken = {name for name, _ in items}
+        root = self.host.netns.known(ns) if pid is None else None
+        names = (self.host.listdir(base, pid) if pid is not None
+                 else self.host.listdir_in(base, root) if root is not None else [])
+        for name in names:
+            if name in taken or any(fnmatch.fnmatchcase(name, p) for p in hide):
+                continue
+            rel = f"{base}/{name}".lstrip("/")
+            found = self.host.node(rel, pid) if pid is not None else self.host.node_in(rel, ns)
+            if found is not None:
+                node, st = found
+                items.append((name, self.host.attributes(node, st,
+                                                         self.snapshots.get(node.inode))))
+        items.sort(key=lambda item: item[0])
+        return items
+
+    @guarded
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        if self.no_open:
+            raise pyfuse3.FUSEError(errno.ENOSYS)  # the kernel caches listings from now on
+        tree = self.holder.tree
+        if tree.get(inode) is None:
+            self._host_node(inode)
+        items = await trio.to_thread.run_sync(self._listing, tree, inode, ctx.pid, 0)
         fh = next(self._next_fh)
         self.dir_handles[fh] = items
         return fh
 
     @guarded
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
-        items = self.dir_handles[fh]
+        if self.no_open:  # fh is the directory's inode; no handle holds a listing
+            tree = self.holder.tree
+            ns = 0
+            if tree.get(fh) is None:
+                ns = self._host_node(fh).ns
+            items = await trio.to_thread.run_sync(self._listing, tree, fh, None, ns)
+        else:
+            items = self.dir_handles[fh]
         for offset in range(start_id, len(items)):
             name, attrs = items[offset]
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):
@@ -257,6 +317,8 @@ class Operations(pyfuse3.Operations):
     @guarded
     async def open(self, inode: int, flags: int,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        if self.no_open:
+            raise pyfuse3.FUSEError(errno.ENOSYS)  # the kernel keeps pages from now on
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             raise pyfuse3.FUSEError(errno.EROFS)
         entry = self.holder.tree.get(inode)
@@ -289,6 +351,8 @@ class Operations(pyfuse3.Operations):
 
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
+        if self.no_open:
+            return (await self._read_inode(fh))[off:off + size]
         fd = self.host_handles.get(fh)
         if fd is not None:
             try:
@@ -300,6 +364,37 @@ class Operations(pyfuse3.Operations):
         except KeyError:
             raise pyfuse3.FUSEError(errno.EBADF) from None
         return data[off:off + size]
+
+    async def _read_inode(self, inode: int) -> bytes:
+        """No-open read: the snapshot the kernel was last told the size of, else the content
+        now (static tree files are always the latter)."""
+        entry = self.holder.tree.get(inode)
+        node = entry.node if entry is not None else None
+        if node is not None and not isinstance(node, File):
+            raise pyfuse3.FUSEError(errno.EISDIR if isinstance(node, Dir) else errno.EINVAL)
+        if node is not None and node.error:
+            raise pyfuse3.FUSEError(node.error)
+        if node is not None and isinstance(node.content, bytes):
+            return node.content
+        snap = self.snapshots.get(inode)
+        if snap is not None:
+            return snap.content
+        if node is not None:
+            return self.snapshots.take(inode, node.read(self.clock())).content
+        path = self._host_path(self._host_node(inode))
+
+        def read_whole() -> bytes:
+            with open(path, "rb", buffering=0) as f:
+                return f.read()
+        try:
+            return await trio.to_thread.run_sync(read_whole)
+        except OSError as exc:
+            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
+
+    async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
+        # No reply is sent, so nothing may escape (cannot: forget never raises).
+        for inode, _ in inode_list:  # the kernel dropped it: so can its snapshot
+            self.snapshots.forget(inode)
 
     @guarded
     async def release(self, fh: int) -> None:

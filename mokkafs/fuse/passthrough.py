@@ -18,17 +18,23 @@ from dataclasses import dataclass
 import pyfuse3
 
 from mokkafs.fuse.netns import NetnsSysfs
+from mokkafs.fuse.snapshots import Snapshot
 
 SCOPED = ("class/net", "devices/virtual/net")
 HOST_TIMEOUT = 1.0
+# sysfs reports 4096 for every text attribute whatever its length; files up to this size are
+# read whole to learn their real one (binary attributes larger than this report theirs).
+SNAPSHOT_LIMIT = 64 * 1024
 
 
 def is_scoped(rel: str) -> bool:
     return any(rel == s or rel.startswith(s + "/") for s in SCOPED)
 
 
-def host_inode(rel: str, ns: int) -> int:
-    digest = hashlib.blake2b(f"h:{ns}:{rel}".encode(), digest_size=8).digest()
+def host_inode(rel: str, ns: int, target: str = "") -> int:
+    """A symlink's number includes its target: a link re-made to point elsewhere is another
+    inode, so a kernel that caches link targets never serves the old one."""
+    digest = hashlib.blake2b(f"h:{ns}:{rel}:{target}".encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "big") >> 1) | 2
 
 
@@ -59,12 +65,23 @@ class HostView:
 
     def node(self, rel: str, pid: int) -> tuple[HostNode, os.stat_result] | None:
         """The host entry at ``rel`` as ``pid`` sees it, or None (worker thread)."""
-        ns, root = self._root(rel, pid)
+        return self._node(rel, *self._root(rel, pid))
+
+    def node_in(self, rel: str, ns: int) -> tuple[HostNode, os.stat_result] | None:
+        """The host entry at ``rel`` in the sysfs instance of ``ns`` (known already), or None.
+        Scoped entries below an unscoped directory get their namespace on lookup."""
+        ns = ns if is_scoped(rel) else 0
+        root = self.netns.known(ns)
+        return None if root is None else self._node(rel, ns, root)
+
+    def _node(self, rel: str, ns: int, root: str) -> tuple[HostNode, os.stat_result] | None:
+        path = os.path.join(root, rel)
         try:
-            st = os.lstat(os.path.join(root, rel))
+            st = os.lstat(path)
+            target = os.readlink(path) if stat.S_ISLNK(st.st_mode) else ""
         except OSError:
             return None
-        node = HostNode(host_inode(rel, ns), rel, ns)
+        node = HostNode(host_inode(rel, ns, target), rel, ns)
         self.nodes[node.inode] = node
         return node, st
 
@@ -76,14 +93,19 @@ class HostView:
             return None
 
     def listdir(self, rel: str, pid: int) -> list[str]:
-        _, root = self._root(rel, pid)
+        return self.listdir_in(rel, self._root(rel, pid)[1])
+
+    @staticmethod
+    def listdir_in(rel: str, root: str) -> list[str]:
         try:
             return sorted(os.listdir(os.path.join(root, rel)))
         except OSError:
             return []
 
     @staticmethod
-    def attributes(node: HostNode, st: os.stat_result) -> pyfuse3.EntryAttributes:
+    def attributes(node: HostNode, st: os.stat_result,
+                   snap: Snapshot | None = None) -> pyfuse3.EntryAttributes:
+        """Attributes from ``st``; with ``snap``, the size and mtime of that content."""
         attrs = pyfuse3.EntryAttributes()
         attrs.st_ino = node.inode
         attrs.generation = 0
@@ -98,4 +120,25 @@ class HostView:
         attrs.st_blocks = st.st_blocks
         attrs.st_atime_ns, attrs.st_mtime_ns = st.st_atime_ns, st.st_mtime_ns
         attrs.st_ctime_ns = st.st_ctime_ns
+        if snap is not None:
+            if stat.S_ISREG(st.st_mode):
+                attrs.st_size = len(snap.content)
+            attrs.st_mtime_ns = attrs.st_ctime_ns = snap.mtime_ns
         return attrs
+
+    def snapshot_source(self, node: HostNode, st: os.stat_result) -> bytes | None:
+        """What a no-open snapshot of ``node`` holds: a small file's bytes, a directory's
+        names; None when it has none (a large or unreadable file, a link). Worker thread."""
+        root = self.netns.known(node.ns)
+        if root is None:
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return "\0".join(self.listdir_in(node.rel, root)).encode()
+        path = os.path.join(root, node.rel)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > SNAPSHOT_LIMIT:
+            return None
+        try:
+            with open(path, "rb", buffering=0) as f:
+                return f.read(SNAPSHOT_LIMIT + 1)[:SNAPSHOT_LIMIT]
+        except OSError:
+            return None

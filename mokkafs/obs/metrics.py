@@ -34,6 +34,8 @@ class Metrics:
         self.fuse_seconds = Histogram("mokkafs_fuse_request_duration_seconds",
                                       "Time to answer a FUSE request, by operation", ["op"],
                                       buckets=FUSE_BUCKETS, registry=r)
+        self.cache_mode = Gauge("mokkafs_cache_mode_info",
+                                "1 for the cache mode the mount serves in", ["mode"], registry=r)
         self._per_op: dict[str, tuple[Counter, Histogram]] = {}
 
     def observe_request(self, op: str, seconds: float) -> None:

@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mokkafs.tree.build import Tree
-from mokkafs.tree.nodes import File
+from mokkafs.tree.nodes import CharDevice, File
 
 
 @dataclass(frozen=True)
 class Invalidation:
-    changed_data: tuple[int, ...]  # static files whose bytes changed: drop pages and attributes
-    changed_attrs: tuple[int, ...]  # everything else that changed: attributes only
+    changed_data: tuple[int, ...]  # static files, links and directories: drop pages and attrs
+    changed_attrs: tuple[int, ...]  # dynamic files and device nodes: attributes only
     removed: tuple[tuple[int, str, int], ...]  # (parent inode, name, inode)
     added: tuple[tuple[int, str], ...]  # (parent inode, name)
 
@@ -36,10 +36,10 @@ def diff(old: Tree, new: Tree) -> Invalidation:
         if before is None or (before.node == entry.node and before.children == entry.children):
             continue
         node = entry.node
-        if isinstance(node, File) and isinstance(node.content, bytes):
-            data.append(ino)
-        else:
+        if (isinstance(node, File) and node.dynamic) or isinstance(node, CharDevice):
             attrs.append(ino)
+        else:  # bytes, a link target (cached in no-open mode) or a listing the kernel holds
+            data.append(ino)
     removed = tuple((e.parent, e.name, ino) for ino, e in old.entries.items()
                     if ino not in new.entries and e.parent in new.entries)
     added = tuple((e.parent, e.name) for ino, e in new.entries.items()

@@ -33,6 +33,7 @@ class File:
     content: bytes | Render = b""
     mode: int = 0o444
     error: int = 0  # errno returned on open for reading; 0 = readable
+    max_age: float = 0.0  # dynamic content: how long a cache may serve it (0: never)
 
     @property
     def dynamic(self) -> bool:

@@ -1,0 +1,147 @@
+"""The two cache modes (mokkafs.fuse.modes): which one serves, what each costs in requests that
+reach the daemon, that no-open mode stays exact (sizes, staleness, host entries that change),
+and that a stock pyfuse3 falls back to keep-cache mode."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_tool
+from tests.consumers.conftest import free_port
+from tests.helpers.mounts import REPO, Mount, mokkafs_mount
+
+STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
+MODES = ("no-open", "keep-cache")
+GPU = "sys/devices/pci0000:15/0000:1b:00.0"
+COUNTER = "sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data"
+
+
+@contextmanager
+def served(tmp_path: Path, mode: str, *extra: str) -> Iterator[tuple[Mount, str]]:
+    address = f"127.0.0.1:{free_port()}"
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--cache-mode", mode,
+                                          "--metrics", address, *extra]) as mount:
+        yield mount, f"http://{address}/metrics"
+
+
+def requests(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("mokkafs_fuse_requests_total{"):
+            out[line.split('op="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {op: n - before.get(op, 0) for op, n in after.items() if n != before.get(op, 0)}
+
+
+def test_the_suite_runs_in_the_mode_it_was_asked_for(mount_h100: Mount) -> None:
+    """scripts/test.sh runs the suite once per mode (MOKKAFS_CACHE_MODE); this proves each
+    pass really served in its mode. Without the variable, the patched pyfuse3 the set-up
+    builds must give the fast mode."""
+    expected = os.environ.get("MOKKAFS_CACHE_MODE", "no-open")
+    assert f"{expected} cache mode" in mount_h100.log_text()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_requests_per_read_in_each_mode(tmp_path: Path, mode: str) -> None:
+    """Count what reaches the daemon for warm reads, as pyfuse3's own tests do."""
+    with served(tmp_path, mode, "--counter-staleness-ms", "60000") as (mount, url):
+        gpu = mount.path / GPU
+        files = [gpu / "vendor", gpu / "config", mount.path / COUNTER]
+        for f in files:
+            f.read_bytes()
+        os.readlink(gpu / "driver")
+        os.listdir(gpu)
+        before = requests(url)
+        for _ in range(5):
+            for f in files:
+                f.read_bytes()
+            os.readlink(gpu / "driver")
+            os.listdir(gpu)
+        asked = delta(before, requests(url))
+    if mode == "no-open":
+        assert asked == {}, asked  # files, link target and listing all from the kernel
+    else:
+        assert asked.get("open") == 15 and asked.get("opendir") == 5, asked
+        assert asked.get("readlink") == 5 * 2, asked  # driver, and class/infiniband/mlx5_0
+        assert asked.get("read") == 5 * 2, asked  # only the direct_io counter: 1 + EOF
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sizes_are_exact_where_page_caches_serve(tmp_path: Path, mode: str) -> None:
+    with served(tmp_path, mode) as (mount, _):
+        counter = mount.path / COUNTER
+        online = mount.sys / "devices/system/cpu/online"  # the host's, passed through
+        vendor = mount.path / GPU / "vendor"
+        assert os.stat(vendor).st_size == len(vendor.read_bytes()) == 7
+        for f in (counter, online):
+            data = f.read_bytes()
+            assert data.endswith(b"\n") and b"\0" not in data
+            if mode == "no-open":
+                assert os.stat(f).st_size == len(data)
+            else:  # read through direct_io: sized like sysfs
+                assert os.stat(f).st_size == 4096
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_counters_move_within_their_staleness(tmp_path: Path, mode: str) -> None:
+    with served(tmp_path, mode, "--counter-staleness-ms", "200") as (mount, _):
+        counter = mount.path / COUNTER
+        values = []
+        for _ in range(6):
+            values.append(int(counter.read_text()))
+            time.sleep(0.25)
+        assert values == sorted(values) and len(set(values)) == len(values), values
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_host_entries_that_appear_are_listed(tmp_path: Path, mode: str) -> None:
+    """A cached listing must not hide a new network interface: in a fresh network namespace,
+    list the view's class/net, add an interface, list again."""
+    require_tool("unshare")
+    require_tool("ip")
+    with served(tmp_path, mode) as (mount, _):
+        net = mount.sys / "class/net"
+        script = (f"ls {net}; echo --; ip link add mokka0 type dummy 2>/dev/null "
+                  f"|| ip link add mokka0 type veth peer name mokka1; sleep 0.1; ls {net}; "
+                  f"echo --; cat {net}/mokka0/mtu")
+        out = subprocess.run(["unshare", "--net", "sh", "-ec", script], capture_output=True,
+                             text=True, check=True, timeout=30).stdout
+        first, second, mtu = (part.split() for part in out.split("--"))
+        assert first == ["lo"]
+        assert "mokka0" in second and "lo" in second
+        assert mtu == ["1500"]
+
+
+def test_stock_pyfuse3_falls_back_to_keep_cache(tmp_path: Path) -> None:
+    assert (STOCK_PYFUSE3 / "pyfuse3").is_dir(), "run scripts/setup.sh: it installs it"
+    env = {"PYTHONPATH": str(STOCK_PYFUSE3)}
+    probe = subprocess.run([sys.executable, "-c", "import pyfuse3; print(pyfuse3.__file__, "
+                            "hasattr(pyfuse3, 'NO_OPEN_PASSES_INODE'))"],
+                           capture_output=True, text=True, check=True, env={**os.environ, **env})
+    assert probe.stdout.startswith(str(STOCK_PYFUSE3)) and probe.stdout.split()[1] == "False"
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--cache-mode", "auto"],
+                       env=env) as mount:
+        log = mount.log_text()
+        assert "keep-cache cache mode" in log and "lacks the no-open patch" in log
+        assert (mount.path / GPU / "vendor").read_text() == "0x10de\n"
+        assert int((mount.path / COUNTER).read_text()) >= 0
+    (tmp_path / "mnt2").mkdir()
+    refused = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--cache-mode",
+                              "no-open", str(tmp_path / "mnt2")], capture_output=True,
+                             text=True, cwd=REPO, env={**os.environ, **env}, timeout=30)
+    assert refused.returncode == 2
+    assert "pass-inode-when-no-open.patch" in refused.stderr, refused.stderr
