@@ -22,7 +22,7 @@ PATCH="$here/native/pyfuse3/pass-inode-when-no-open.patch"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$pip" download -q --no-deps --no-binary :all: -d "$work" "pyfuse3==$VERSION"
+"$pip" download -q --no-deps --no-binary pyfuse3 -d "$work" "pyfuse3==$VERSION"
 archive="$work/pyfuse3-$VERSION.tar.gz"
 echo "$SHA256  $archive" | sha256sum --check --quiet -
 tar -xzf "$archive" -C "$work"

@@ -6,6 +6,7 @@ spec the daemon published. The slow group: a base and an image build (about 3 mi
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 from collections.abc import Iterator
@@ -60,6 +61,7 @@ def host_dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Path],
                                           hosttools_image: str) -> None:
     share, hooks = host_dirs
+    mode = os.environ.get("MOKKAFS_CACHE_MODE", "auto")  # scripts/test.sh runs both modes
     kind = f"mokkafs-image-{secrets.token_hex(4)}.io/node"
     spec = CDI_DIR / (kind.replace("/", "_") + ".json")
     name = f"mokkafs-ds-{secrets.token_hex(3)}"
@@ -70,13 +72,18 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
     try:
         podman("run", "-d", "--name", name, *RUN, "--privileged", "--pid", "host",
                "-v", "/dev/fuse:/dev/fuse", "-v", f"{share}:{share}:rshared",
-               "-v", f"{CDI_DIR}:{CDI_DIR}", "-v", "/sys:/host/sys:ro", image, "mount",
+               "-v", f"{CDI_DIR}:{CDI_DIR}", "-v", "/sys:/host/sys:ro",
+               "-e", f"MOKKAFS_CACHE_MODE={mode}", image, "mount",
                "--profile", "h100", "--node-name", "ds-node", "--host-sysfs", "/host/sys",
                "--cdi-dir", str(CDI_DIR), "--cdi-kind", kind, "--cdi-version", "0.5.0",
                "--cdi-hook", str(hooks / "mokkafs-hook"), f"{share}/node")
         wait_for(lambda: spec.exists(), 60, "the daemon in its container to publish a spec")
         assert is_mounted(share / "node")  # the container's mount reached the host
         assert json.loads(spec.read_text())["kind"] == kind
+        # auto means no-open: the image's pyfuse3 carries the patch
+        expected = "no-open" if mode == "auto" else mode
+        logs = podman("logs", name)
+        assert f"{expected} cache mode" in logs.stdout + logs.stderr
         out = podman("run", "--rm", *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
                      hosttools_image, "sh", "-c",
                      "lspci -nn -k 2>/dev/null | grep -c 'driver in use: nvidia'; ibstat -l | "
