@@ -6,6 +6,7 @@ assertions: nothing here fails on a number."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -73,11 +74,16 @@ class Daemon:
                 return int(line.split()[1])
         return 0
 
-    def requests(self) -> float:
+    def metrics(self) -> str:
         with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
-            text = r.read().decode()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("mokkafs_fuse_requests_total{"))
+            return str(r.read().decode())
+
+    def metric(self, name: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
+                   if line.startswith(name + " ") or line.startswith(name + "{"))
+
+    def requests(self) -> float:
+        return self.metric("mokkafs_fuse_requests_total")
 
     def generation(self) -> int:
         with urllib.request.urlopen(self.url + "/readyz", timeout=10) as r:
@@ -154,6 +160,10 @@ def run_readers(reader: Path, op: str, paths: list[str], readers: int, ms: int,
             "errors": sum(r["errors"] for r in results), "ops": sum(r["ops"] for r in results)}
 
 
+MODES = ("no-open", "keep-cache")  # mokkafs's cache modes (mokkafs/fuse/modes.py)
+CONFIGS = (*MODES, "tmpfs", "sysfs")
+
+
 def reads(reader: Path, hca_counts: list[int], reader_counts: list[int], ms: int,
           rounds: int, tmp: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
@@ -161,11 +171,15 @@ def reads(reader: Path, hca_counts: list[int], reader_counts: list[int], ms: int
         profile = profile_with(hcas, tmp)
         shm = Path(tempfile.mkdtemp(prefix="mokkafs-bench-", dir="/dev/shm"))
         render(profile, shm)
-        with daemon(profile, tmp / f"mnt-{hcas}") as d:
-            sets = {"mokkafs": path_sets(d.mnt), "tmpfs": path_sets(shm)}
+        with contextlib.ExitStack() as stack:
+            daemons = {mode: stack.enter_context(daemon(profile, tmp / f"mnt-{hcas}-{mode}",
+                                                        "--cache-mode", mode))
+                       for mode in MODES}
+            sets = {mode: path_sets(d.mnt) for mode, d in daemons.items()}
+            sets["tmpfs"] = path_sets(shm)
             if hcas == hca_counts[0]:
                 sets["sysfs"] = sysfs_sets()
-            for op_key in sets["mokkafs"]:
+            for op_key in sets["tmpfs"]:
                 op = op_key.split(":")[0]
                 for readers in reader_counts:
                     samples: dict[str, list[dict[str, float]]] = {}
@@ -173,10 +187,11 @@ def reads(reader: Path, hca_counts: list[int], reader_counts: list[int], ms: int
                         order = [c for c in sets if op_key in sets[c]]
                         random.shuffle(order)
                         for config in order:
-                            cpu0 = d.cpu_ticks() if config == "mokkafs" else 0
-                            req0 = d.requests() if config == "mokkafs" else 0.0
+                            d = daemons.get(config)
+                            cpu0 = d.cpu_ticks() if d else 0
+                            req0 = d.requests() if d else 0.0
                             r = run_readers(reader, op, sets[config][op_key], readers, ms, tmp)
-                            if config == "mokkafs":
+                            if d:
                                 r["cpu_us_op"] = (d.cpu_ticks() - cpu0) * TICK_US / max(r["ops"], 1)
                                 r["req_op"] = (d.requests() - req0 - 1) / max(r["ops"], 1)
                             samples.setdefault(config, []).append(r)
@@ -216,6 +231,7 @@ def swaps(count: int, tmp: Path) -> dict[str, Any]:
                 pass
             latencies.append((time.perf_counter() - start) * 1000)
     latencies.sort()
+    inval = invalidation(64, min(count, 20), tmp)
     # the same change by re-rendering into a served tmpfs directory
     shm = Path(tempfile.mkdtemp(prefix="mokkafs-bench-swap-", dir="/dev/shm"))
     profiles = [profile_with(8, tmp, fw) for fw in ("28.39.2048", "28.40.1000")]
@@ -247,7 +263,34 @@ def swaps(count: int, tmp: Path) -> dict[str, Any]:
             "swap_p99_ms": latencies[min(len(latencies) - 1, len(latencies) * 99 // 100)],
             "swaps": count, "render_p50_ms": statistics.median(renders),
             "render_reads": bad["reads"], "render_failed": bad["failed"],
-            "render_torn": bad["torn"]}
+            "render_torn": bad["torn"], **inval}
+
+
+def invalidation(hcas: int, count: int, tmp: Path) -> dict[str, float]:
+    """Kernel cache invalidation per 1000 inodes the kernel knows: swaps that change every
+    counter's rate (all of them are invalidated), with every counter looked up first."""
+    base = profile_with(hcas, tmp).read_text()
+    anchor = "  rate_gbps: 400\n"
+    assert anchor in base and "traffic:" not in base
+    live = tmp / "inval" / "node.yaml"
+    live.parent.mkdir()
+    live.write_text(base)
+    with daemon(live, tmp / "mnt-inval") as d:
+        counters = list((d.mnt / "sys/class/infiniband").glob("*/ports/*/counters/*"))
+        for i in range(1, count + 1):
+            for c in counters:
+                os.stat(c)
+            staged = live.with_name(".node.yaml.new")
+            rate = 2.0e9 if i % 2 else 3.0e9
+            staged.write_text(base.replace(
+                anchor, f"{anchor}  traffic: {{xmit_bytes_per_sec: {rate}}}\n"))
+            os.rename(staged, live)
+            while d.generation() < i + 1:
+                time.sleep(0.01)
+        sent = d.metric("mokkafs_invalidations_total")
+        seconds = d.metric("mokkafs_invalidation_duration_seconds_sum")
+    return {"inval_inodes_per_swap": sent / count,
+            "inval_ms_per_1000": seconds / sent * 1e6 if sent else 0.0}
 
 
 def idle_and_rss(hca_counts: list[int], idle_s: int, tmp: Path) -> dict[str, Any]:
@@ -298,12 +341,14 @@ def scrapes(hca_counts: list[int], n: int, tmp: Path) -> list[dict[str, Any]]:
         profile = profile_with(hcas, tmp)
         shm = Path(tempfile.mkdtemp(prefix="mokkafs-bench-ne-", dir="/dev/shm"))
         render(profile, shm)
-        with daemon(profile, tmp / f"mnt-ne-{hcas}") as d:
-            m = scrape_seconds(d.mnt / "sys", n)
-            t = scrape_seconds(shm / "sys", n)
+        t = scrape_seconds(shm / "sys", n)
+        for mode in MODES:
+            with daemon(profile, tmp / f"mnt-ne-{hcas}-{mode}", "--cache-mode", mode) as d:
+                m = scrape_seconds(d.mnt / "sys", n)
+            rows.append({"hcas": hcas, "config": mode, "mokkafs_s": m, "tmpfs_s": t,
+                         "x_tmpfs": m / t})
+            log(f"node_exporter {hcas} HCAs, {mode}: {m * 1000:.1f} ms, tmpfs {t * 1000:.1f} ms")
         shutil.rmtree(shm)
-        rows.append({"hcas": hcas, "mokkafs_s": m, "tmpfs_s": t, "x_tmpfs": m / t})
-        log(f"node_exporter {hcas} HCAs: mokkafs {m * 1000:.1f} ms, tmpfs {t * 1000:.1f} ms")
     return rows
 
 
@@ -393,7 +438,7 @@ def plots(rows: list[dict[str, Any]]) -> list[Path]:
     made = []
     for figure in sorted({str(r["figure"]) for r in rows}):
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-        for config in ("mokkafs", "tmpfs", "sysfs"):
+        for config in CONFIGS:
             pts = sorted((int(r["hcas"]), float(r["ops_s"]), float(r["p50_us"]))
                          for r in rows if r["figure"] == figure and r["config"] == config
                          and r["readers"] == 1)
@@ -452,7 +497,7 @@ def main() -> None:
     print(table([{"hcas": h, "rss_mib": v / 1024}
                  for h, v in idle["rss_kib"].items()], ["hcas", "rss_mib"]))
     print("## node_exporter infiniband scrape\n")
-    print(table(ne, ["hcas", "mokkafs_s", "tmpfs_s", "x_tmpfs"]))
+    print(table(ne, ["hcas", "config", "mokkafs_s", "tmpfs_s", "x_tmpfs"]))
     print("## Fleet on one machine\n")
     print(table([fleet_result], list(fleet_result)))
     print("## The preload shim on paths outside its prefixes\n")

@@ -89,17 +89,20 @@ class Swapper:
         plan = diff(old, tree)
         self.holder.tree = tree  # the swap: new requests see the new view from here
         self.state = state
+        swapped = time.perf_counter()
         sent = await trio.to_thread.run_sync(self.invalidator.apply, plan)
-        elapsed = time.perf_counter() - start
+        done = time.perf_counter()
+        elapsed = done - start
         self.metrics.swaps.inc()
         self.metrics.swap_seconds.observe(elapsed)
         self.metrics.invalidations.inc(sent.sent)
+        self.metrics.invalidation_seconds.observe(done - swapped)
         self.record_success(state, counts)
         self.health.last_error = None
         self.health.last_error_at = None
         if self.after_swap is not None:
             await self.after_swap(state)
         log.info("serving generation %d from %s: %d changed, %d removed, %d added "
-                 "(%d invalidations) in %.1f ms", state.generation, state.source,
+                 "(%d invalidations in %.1f ms) in %.1f ms", state.generation, state.source,
                  len(plan.changed_data) + len(plan.changed_attrs), len(plan.removed),
-                 len(plan.added), sent.sent, elapsed * 1000)
+                 len(plan.added), sent.sent, (done - swapped) * 1000, elapsed * 1000)

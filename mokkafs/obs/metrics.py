@@ -26,6 +26,10 @@ class Metrics:
                                       buckets=SWAP_BUCKETS, registry=r)
         self.invalidations = Counter("mokkafs_invalidations",
                                      "Kernel cache invalidations sent after swaps", registry=r)
+        self.invalidation_seconds = Histogram(
+            "mokkafs_invalidation_duration_seconds",
+            "Sending one swap's kernel cache invalidations (a worker thread)",
+            buckets=SWAP_BUCKETS, registry=r)
         self.inodes = Gauge("mokkafs_inodes", "Inodes in the view being served", registry=r)
         self.last_success = Gauge("mokkafs_last_successful_load_timestamp_seconds",
                                   "When the State being served was loaded", registry=r)
