@@ -145,6 +145,15 @@ def sysfs_sets() -> dict[str, list[str]]:
             "readlink": [str(d) for d in devs]}
 
 
+def warm_up(reader: Path, op: str, paths: list[str], tmp: Path) -> None:
+    """One untimed pass, so a cell measures caches as they are in steady use."""
+    listfile = tmp / f"warm-{random.random()}"
+    listfile.write_text("\n".join(paths) + "\n")
+    subprocess.run([str(reader), op, "0", "0", str(listfile)], check=True,
+                   stdout=subprocess.DEVNULL)
+    listfile.unlink()
+
+
 def run_readers(reader: Path, op: str, paths: list[str], readers: int, ms: int,
                 tmp: Path) -> dict[str, float]:
     listfile = tmp / f"paths-{random.random()}"
@@ -188,12 +197,13 @@ def reads(reader: Path, hca_counts: list[int], reader_counts: list[int], ms: int
                         random.shuffle(order)
                         for config in order:
                             d = daemons.get(config)
+                            warm_up(reader, op, sets[config][op_key], tmp)
                             cpu0 = d.cpu_ticks() if d else 0
                             req0 = d.requests() if d else 0.0
                             r = run_readers(reader, op, sets[config][op_key], readers, ms, tmp)
                             if d:
                                 r["cpu_us_op"] = (d.cpu_ticks() - cpu0) * TICK_US / max(r["ops"], 1)
-                                r["req_op"] = (d.requests() - req0 - 1) / max(r["ops"], 1)
+                                r["req_op"] = (d.requests() - req0) / max(r["ops"], 1)
                             samples.setdefault(config, []).append(r)
                     base = statistics.median(s["ops_s"] for s in samples["tmpfs"])
                     for config, runs in samples.items():
@@ -429,6 +439,29 @@ def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
                           for r in rows)
 
 
+def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (figure, HCAs, readers): each cache mode against tmpfs (and sysfs) measured
+    in the same cells."""
+    cells: dict[tuple[str, int, int], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        cells.setdefault((r["figure"], r["hcas"], r["readers"]), {})[r["config"]] = r
+    out = []
+    for (figure, hcas, readers), by in sorted(cells.items()):
+        row: dict[str, Any] = {"figure": figure, "hcas": hcas, "readers": readers}
+        for mode in MODES:
+            if mode in by:
+                row[f"{mode} x_tmpfs"] = by[mode]["x_tmpfs"]
+                row[f"{mode} req/op"] = by[mode].get("req_op", 0.0)
+        if "sysfs" in by and "no-open" in by:
+            row["no-open x_sysfs"] = by["no-open"]["ops_s"] / by["sysfs"]["ops_s"]
+        out.append(row)
+    return out
+
+
+RATIO_COLS = ["figure", "hcas", "readers", "no-open x_tmpfs", "keep-cache x_tmpfs",
+              "no-open x_sysfs", "no-open req/op", "keep-cache req/op"]
+
+
 def plots(rows: list[dict[str, Any]]) -> list[Path]:
     import matplotlib
 
@@ -470,8 +503,8 @@ def main() -> None:
         hca_counts = [8, 64] if quick else [1, 8, 64, 256]
         reader_counts = [1, 2] if quick else [1, 2, 4]
         log("attribute reads, stat, readdir, readlink")
-        rows = reads(reader, hca_counts, reader_counts, 300 if quick else 1500,
-                     1 if quick else 3, tmp)
+        cells_ms, rounds = (300, 1) if quick else (1000, 3)
+        rows = reads(reader, hca_counts, reader_counts, cells_ms, rounds, tmp)
         log("swaps")
         swap = swaps(20 if quick else 100, tmp)
         log("idle and memory")
@@ -486,24 +519,47 @@ def main() -> None:
               "node_exporter": ne, "fleet": fleet_result, "shim": shim}
     (RESULTS / ("quick.json" if quick else "full.json")).write_text(json.dumps(result, indent=1))
     pngs = plots(rows)
-    print("## Attribute reads (C reader; ops/s and latency; x_tmpfs = ratio to the tmpfs tree)\n")
-    print(table(rows, ["hcas", "figure", "readers", "config", "ops_s", "x_tmpfs", "p50_us",
-                       "p99_us", "cpu_us_op", "req_op", "errors"]))
-    print("## Swap: profile rename to a fresh reader seeing it, and re-rendering instead\n")
-    print(table([swap], list(swap)))
-    print("## Idle cost and memory\n")
-    print(table([{k: v for k, v in idle.items() if k != "rss_kib"}],
-                [k for k in idle if k != "rss_kib"]))
-    print(table([{"hcas": h, "rss_mib": v / 1024}
-                 for h, v in idle["rss_kib"].items()], ["hcas", "rss_mib"]))
-    print("## node_exporter infiniband scrape\n")
-    print(table(ne, ["hcas", "config", "mokkafs_s", "tmpfs_s", "x_tmpfs"]))
-    print("## Fleet on one machine\n")
-    print(table([fleet_result], list(fleet_result)))
-    print("## The preload shim on paths outside its prefixes\n")
-    print(table(shim, ["op", "without_ops_s", "with_ops_s", "ns_added", "x"]))
-    print(f"plots: {', '.join(str(p.relative_to(REPO)) for p in pngs)}")
+    report = "\n".join([
+        f"{'Quick run' if quick else 'Full sweep'}, {time.strftime('%Y-%m-%d')}: "
+        f"{os.cpu_count()} cores, kernel {os.uname().release}, {cells_ms} ms cells, "
+        f"{rounds} round(s), medians.\n",
+        "### Ratios (same cells, same run)\n",
+        table(ratios(rows), RATIO_COLS),
+        "### Every cell (C reader; ops/s and latency; x_tmpfs = ratio to the tmpfs tree)\n",
+        table(rows, ["hcas", "figure", "readers", "config", "ops_s", "x_tmpfs", "p50_us",
+                     "p99_us", "cpu_us_op", "req_op", "errors"]),
+        "### Swap: profile rename to a fresh reader seeing it (no-open), re-rendering "
+        "instead, and invalidation cost\n",
+        table([swap], list(swap)),
+        "### Idle cost and memory\n",
+        table([{k: v for k, v in idle.items() if k != "rss_kib"}],
+              [k for k in idle if k != "rss_kib"]),
+        table([{"hcas": h, "rss_mib": v / 1024} for h, v in idle["rss_kib"].items()],
+              ["hcas", "rss_mib"]),
+        "### node_exporter infiniband scrape\n",
+        table(ne, ["hcas", "config", "mokkafs_s", "tmpfs_s", "x_tmpfs"]),
+        "### Fleet on one machine\n",
+        table([fleet_result], list(fleet_result)),
+        "### The preload shim on paths outside its prefixes\n",
+        table(shim, ["op", "without_ops_s", "with_ops_s", "ns_added", "x"]),
+        f"plots: {', '.join(str(p.relative_to(REPO)) for p in pngs)}\n",
+    ])
+    print(report)
+    if not quick:
+        publish(report)
 
+
+def publish(report: str) -> None:
+    """Put the full sweep's tables into bench/README.md between its markers."""
+    readme = REPO / "bench" / "README.md"
+    text = readme.read_text()
+    begin, end = "<!-- full-sweep:begin -->\n", "<!-- full-sweep:end -->"
+    head, found, rest = text.partition(begin)
+    if not found or end not in rest:
+        raise SystemExit(f"{readme}: markers {begin.strip()} / {end} not found")
+    readme.write_text(head + begin + report + "\n" + end + rest.partition(end)[2])
+    (RESULTS / "full.md").write_text(report)
+    log(f"wrote the summary into {readme.relative_to(REPO)}")
 
 if __name__ == "__main__":
     main()

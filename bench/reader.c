@@ -56,7 +56,8 @@ static int one(const char *op, const char *path) {
 
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: reader OP DURATION_MS START_MONOTONIC_NS LISTFILE\n");
+        fprintf(stderr, "usage: reader OP DURATION_MS START_MONOTONIC_NS LISTFILE\n"
+                        "  (DURATION_MS 0: one untimed pass over LISTFILE)\n");
         return 2;
     }
     const char *op = argv[1];
@@ -76,6 +77,13 @@ int main(int argc, char **argv) {
     fclose(f);
     if (!paths || n == 0)
         return 2;
+    if (duration == 0) { /* warm-up: one untimed pass, so cells measure the steady state */
+        size_t failed = 0;
+        for (size_t i = 0; i < n; i++)
+            failed += one(op, paths[i]) != 0;
+        printf("{\"ops\": %zu, \"errors\": %zu}\n", n, failed);
+        return 0;
+    }
     size_t lcap = 1 << 20, count = 0, errors = 0;
     long long *lat = malloc(lcap * sizeof *lat);
     while (now_ns() < start) {
