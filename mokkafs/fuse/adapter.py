@@ -352,7 +352,7 @@ class Operations(pyfuse3.Operations):
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
         if self.no_open:
-            return (await self._read_inode(fh))[off:off + size]
+            return await self._read_inode(fh, off, size)
         fd = self.host_handles.get(fh)
         if fd is not None:
             try:
@@ -365,7 +365,7 @@ class Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.EBADF) from None
         return data[off:off + size]
 
-    async def _read_inode(self, inode: int) -> bytes:
+    async def _read_inode(self, inode: int, off: int, size: int) -> bytes:
         """No-open read: the snapshot the kernel was last told the size of, else the content
         now (static tree files are always the latter)."""
         entry = self.holder.tree.get(inode)
@@ -375,19 +375,22 @@ class Operations(pyfuse3.Operations):
         if node is not None and node.error:
             raise pyfuse3.FUSEError(node.error)
         if node is not None and isinstance(node.content, bytes):
-            return node.content
+            return node.content[off:off + size]
         snap = self.snapshots.get(inode)
         if snap is not None:
-            return snap.content
+            return snap.content[off:off + size]
         if node is not None:
-            return self.snapshots.take(inode, node.read(self.clock())).content
+            return self.snapshots.take(inode, node.read(self.clock())).content[off:off + size]
         path = self._host_path(self._host_node(inode))
 
-        def read_whole() -> bytes:
-            with open(path, "rb", buffering=0) as f:
-                return f.read()
+        def pread() -> bytes:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                return os.pread(fd, size, off)
+            finally:
+                os.close(fd)
         try:
-            return await trio.to_thread.run_sync(read_whole)
+            return await trio.to_thread.run_sync(pread)
         except OSError as exc:
             raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
 

@@ -6,12 +6,20 @@ changes on its own (IB counters, the host's sysfs) the size and mtime must there
 exactly the bytes a later READ returns: a GETATTR (or LOOKUP) takes a snapshot, reports its
 length and its mtime, and the READ that follows serves that same snapshot. The mtime moves
 only when the bytes do, so an unchanged file keeps its pages.
+
+The store holds at most ``budget`` bytes of content (least recently used go first), so a walk
+over a whole host sysfs cannot grow the daemon without bound. A READ whose snapshot went reads
+the content afresh; a later GETATTR with the same bytes reports a new mtime, which costs the
+kernel one more READ and nothing else.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
+
+BUDGET = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,26 +29,36 @@ class Snapshot:
 
 
 class Snapshots:
-    def __init__(self) -> None:
-        self._last: dict[int, Snapshot] = {}
+    def __init__(self, budget: int = BUDGET) -> None:
+        self._last: OrderedDict[int, Snapshot] = OrderedDict()
+        self.budget = budget
+        self.size = 0  # bytes of content held
 
     def take(self, inode: int, content: bytes) -> Snapshot:
         """Record ``content`` as what ``inode`` holds now; its mtime moves if it changed."""
         before = self._last.get(inode)
         if before is not None and before.content == content:
+            self._last.move_to_end(inode)
             return before
         mtime = time.time_ns()
         if before is not None and mtime <= before.mtime_ns:
             mtime = before.mtime_ns + 1  # a change must never look like no change
         snap = Snapshot(content, mtime)
+        self.forget(inode)
         self._last[inode] = snap
+        self.size += len(content)
+        while self.size > self.budget and len(self._last) > 1:
+            _, old = self._last.popitem(last=False)
+            self.size -= len(old.content)
         return snap
 
     def get(self, inode: int) -> Snapshot | None:
         return self._last.get(inode)
 
     def forget(self, inode: int) -> None:
-        self._last.pop(inode, None)
+        old = self._last.pop(inode, None)
+        if old is not None:
+            self.size -= len(old.content)
 
     def __len__(self) -> int:
         return len(self._last)

@@ -1,0 +1,50 @@
+"""The no-open snapshot store and the choice of cache mode, without a mount."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from mokkafs.errors import MountError
+from mokkafs.fuse.modes import CacheMode, choose
+from mokkafs.fuse.snapshots import Snapshots
+
+
+def test_mtime_moves_exactly_when_the_bytes_do() -> None:
+    snaps = Snapshots()
+    first = snaps.take(7, b"10\n")
+    assert snaps.take(7, b"10\n") is first  # unchanged: the kernel keeps its pages
+    second = snaps.take(7, b"11\n")
+    assert second.mtime_ns > first.mtime_ns
+    third = snaps.take(7, b"12\n")
+    assert third.mtime_ns > second.mtime_ns  # even within one clock tick
+    assert snaps.get(7) is third and snaps.get(8) is None
+
+
+def test_the_store_keeps_to_its_budget_dropping_the_least_recently_used() -> None:
+    snaps = Snapshots(budget=100)
+    for inode in range(10):
+        snaps.take(inode, bytes(30))
+    assert snaps.size <= 100 and len(snaps) == 3
+    assert [i for i in range(10) if snaps.get(i)] == [7, 8, 9]
+    snaps.take(7, bytes(30))  # used again: now the newest
+    snaps.take(10, bytes(30))
+    assert snaps.get(8) is None and snaps.get(7) is not None
+    snaps.forget(7)
+    assert snaps.get(7) is None and snaps.size == 60
+
+
+def test_auto_picks_no_open_only_with_the_patch(caplog: pytest.LogCaptureFixture) -> None:
+    assert choose("auto", patched=True) is CacheMode.NO_OPEN
+    with caplog.at_level(logging.WARNING):
+        assert choose("auto", patched=False) is CacheMode.KEEP_CACHE
+    assert "lacks the no-open patch" in caplog.text
+    assert choose("keep-cache", patched=True) is CacheMode.KEEP_CACHE
+
+
+def test_no_open_without_the_patch_and_unknown_modes_are_clear_errors() -> None:
+    with pytest.raises(MountError, match=r"pass-inode-when-no-open\.patch"):
+        choose("no-open", patched=False)
+    with pytest.raises(MountError, match="not one of auto, no-open, keep-cache"):
+        choose("fast", patched=True)
