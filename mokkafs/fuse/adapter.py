@@ -134,9 +134,11 @@ class Operations(pyfuse3.Operations):
             elif isinstance(node.content, bytes):
                 attrs.st_size = len(node.content)
             elif self.no_open:
-                snap = self.snapshots.take(entry.inode, node.read(self.clock()))
+                now = self.clock()
+                snap = self.snapshots.take(entry.inode, node.read(now))
                 attrs.st_size, mtime = len(snap.content), snap.mtime_ns
-                attrs.attr_timeout = min(node.max_age, self.timeout)
+                # Cached until the content's next step, so no reader sees it older than that.
+                attrs.attr_timeout = min(node.fresh_for(now), self.timeout)
             else:
                 attrs.st_size = DYNAMIC_SIZE
                 mtime = time.time_ns()

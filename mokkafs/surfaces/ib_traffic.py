@@ -40,9 +40,12 @@ COUNTERS_EXT = {
 
 
 def elapsed(now: float, started_at: float, quantum: float) -> float:
-    """Seconds since the node started, rounded down to the staleness quantum (0 = exact)."""
-    t = max(now - started_at, 0.0)
-    return math.floor(t / quantum) * quantum if quantum > 0 else t
+    """Seconds since the node started as of the last multiple of the staleness quantum on the
+    clock (0 = exact). Steps fall on the clock's multiples, not on multiples since the start,
+    so a cache can tell when the next one comes (``File.fresh_for``)."""
+    if quantum > 0:
+        now = math.floor(now / quantum) * quantum
+    return max(now - started_at, 0.0)
 
 
 def _since_origin(traffic: Traffic, name: str, dt: float) -> int:

@@ -80,9 +80,8 @@ class CounterText:
 
 
 def _counter_file(path: str, port: IbPort, name: str, state: State) -> File:
-    # A counter only moves once a quantum, so a cache may hold it that long.
     return File(path, CounterText(port.traffic, name, state.started_at, state.counter_quantum),
-                max_age=state.counter_quantum)
+                quantum=state.counter_quantum)
 
 
 def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:

@@ -33,7 +33,9 @@ class File:
     content: bytes | Render = b""
     mode: int = 0o444
     error: int = 0  # errno returned on open for reading; 0 = readable
-    max_age: float = 0.0  # dynamic content: how long a cache may serve it (0: never)
+    # Dynamic content changes only at multiples of this many seconds on the clock (0: at any
+    # instant), so a cache may keep what it read until the next multiple.
+    quantum: float = 0.0
 
     @property
     def dynamic(self) -> bool:
@@ -41,6 +43,10 @@ class File:
 
     def read(self, now: Clock) -> bytes:
         return self.content if isinstance(self.content, bytes) else self.content(now)
+
+    def fresh_for(self, now: Clock) -> float:
+        """Seconds from ``now`` until dynamic content may next change."""
+        return self.quantum - now % self.quantum if self.quantum > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,6 +196,13 @@ def test_error_counters_stay_zero_unless_configured() -> None:
 def test_staleness_quantum() -> None:
     assert ib_traffic.elapsed(10.26, 0.0, 0.1) == pytest.approx(10.2)
     assert ib_traffic.elapsed(10.26, 0.0, 0.0) == pytest.approx(10.26)
+    # Steps fall on the clock's multiples of the quantum, whenever the node started ...
+    assert ib_traffic.elapsed(10.26, 0.05, 0.1) == pytest.approx(10.15)
+    assert ib_traffic.elapsed(0.01, 0.05, 0.1) == 0.0
+    # ... so a cache knows how long what it read stays current.
+    counter = File("c", lambda now: b"", quantum=0.1)
+    assert counter.fresh_for(10.26) == pytest.approx(0.04)
+    assert File("c", lambda now: b"").fresh_for(10.26) == 0.0
     tree = tree_of(state_of("h100", counter_quantum=0.1))
     path = f"{BASE}/ports/1/counters/port_xmit_data"
     assert read(tree, path, now=5.01) == read(tree, path, now=5.09)
