@@ -20,6 +20,7 @@ from mokkafs.errors import MokkafsError
 from tests.conftest import require_tool, state_of
 from tests.consumers.conftest import free_port
 from tests.containers.conftest import (
+    CDI_DIR,
     HOST_TOOLS,
     IMAGE,
     RUN,
@@ -188,6 +189,8 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
                 assert "re-attached" in nxt.log_text()
         finally:
             podman("rm", "-f", "-t", "0", name, check=False)
+            # killed daemons retract nothing: never leave a spec behind for later runs
+            (CDI_DIR / (kind.replace("/", "_") + ".json")).unlink(missing_ok=True)
         first.process.returncode = 0  # killed on purpose; the fixture checks the second
 
 

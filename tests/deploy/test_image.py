@@ -94,3 +94,4 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
         assert not is_mounted(share / "node")
     finally:
         podman("rm", "-f", "-t", "0", name, check=False)
+        spec.unlink(missing_ok=True)  # a daemon killed by rm -f retracts nothing
