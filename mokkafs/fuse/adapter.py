@@ -167,7 +167,7 @@ class Operations(pyfuse3.Operations):
         """``attributes``, after (no-open) a new snapshot of a merged directory's names."""
         node = entry.node
         if self.no_open and self.host and isinstance(node, Dir) and node.merge is not None:
-            items = await trio.to_thread.run_sync(self._listing, tree, entry.inode, None, 0)
+            items = await self.listing(tree, entry.inode, None, 0)
             self.snapshots.take(entry.inode, "\0".join(name for name, _ in items).encode())
         return self.attributes(tree, entry)
 
@@ -253,11 +253,17 @@ class Operations(pyfuse3.Operations):
 
     # -- directories -----------------------------------------------------------------------
 
-    def _listing(self, tree: Tree, inode: int, pid: int | None, ns: int,
-                 ) -> list[tuple[str, pyfuse3.EntryAttributes]]:
+    async def listing(self, tree: Tree, inode: int, pid: int | None, ns: int,
+                      ) -> list[tuple[str, pyfuse3.EntryAttributes]]:
         """A directory's entries in name order: the tree's, then (merged and host directories)
         the host's, as ``pid`` sees them, or (``pid`` None) from namespace ``ns``'s sysfs.
-        Worker thread when host entries are involved."""
+        Host I/O runs in a worker thread; a directory of the tree alone is listed here."""
+        if self._host_dir(tree, inode) is None:
+            return self._listing(tree, inode, pid, ns)
+        return await trio.to_thread.run_sync(self._listing, tree, inode, pid, ns)
+
+    def _listing(self, tree: Tree, inode: int, pid: int | None, ns: int,
+                 ) -> list[tuple[str, pyfuse3.EntryAttributes]]:
         entry = tree.get(inode)
         if entry is not None and not isinstance(entry.node, Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
@@ -290,7 +296,7 @@ class Operations(pyfuse3.Operations):
         tree = self.holder.tree
         if tree.get(inode) is None:
             self._host_node(inode)
-        items = await trio.to_thread.run_sync(self._listing, tree, inode, ctx.pid, 0)
+        items = await self.listing(tree, inode, ctx.pid, 0)
         fh = next(self._next_fh)
         self.dir_handles[fh] = items
         return fh
@@ -302,7 +308,7 @@ class Operations(pyfuse3.Operations):
             ns = 0
             if tree.get(fh) is None:
                 ns = self._host_node(fh).ns
-            items = await trio.to_thread.run_sync(self._listing, tree, fh, None, ns)
+            items = await self.listing(tree, fh, None, ns)
         else:
             items = self.dir_handles[fh]
         for offset in range(start_id, len(items)):

@@ -7,14 +7,15 @@ exactly the bytes a later READ returns: a GETATTR (or LOOKUP) takes a snapshot, 
 length and its mtime, and the READ that follows serves that same snapshot. The mtime moves
 only when the bytes do, so an unchanged file keeps its pages.
 
-The store holds at most ``budget`` bytes of content (least recently used go first), so a walk
-over a whole host sysfs cannot grow the daemon without bound. A READ whose snapshot went reads
-the content afresh; a later GETATTR with the same bytes reports a new mtime, which costs the
-kernel one more READ and nothing else.
+Listings are built in worker threads, so the store takes a lock. It holds at most ``budget``
+bytes of content (least recently used go first), so a walk over a whole host sysfs cannot grow
+the daemon without bound. A READ whose snapshot went reads the content afresh; a later GETATTR
+with the same bytes reports a new mtime, which costs the kernel one more READ and nothing else.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -33,9 +34,14 @@ class Snapshots:
         self._last: OrderedDict[int, Snapshot] = OrderedDict()
         self.budget = budget
         self.size = 0  # bytes of content held
+        self._lock = threading.Lock()
 
     def take(self, inode: int, content: bytes) -> Snapshot:
         """Record ``content`` as what ``inode`` holds now; its mtime moves if it changed."""
+        with self._lock:
+            return self._take(inode, content)
+
+    def _take(self, inode: int, content: bytes) -> Snapshot:
         before = self._last.get(inode)
         if before is not None and before.content == content:
             self._last.move_to_end(inode)
@@ -44,7 +50,7 @@ class Snapshots:
         if before is not None and mtime <= before.mtime_ns:
             mtime = before.mtime_ns + 1  # a change must never look like no change
         snap = Snapshot(content, mtime)
-        self.forget(inode)
+        self._drop(inode)
         self._last[inode] = snap
         self.size += len(content)
         while self.size > self.budget and len(self._last) > 1:
@@ -56,6 +62,10 @@ class Snapshots:
         return self._last.get(inode)
 
     def forget(self, inode: int) -> None:
+        with self._lock:
+            self._drop(inode)
+
+    def _drop(self, inode: int) -> None:
         old = self._last.pop(inode, None)
         if old is not None:
             self.size -= len(old.content)
