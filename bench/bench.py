@@ -463,6 +463,8 @@ RATIO_COLS = ["figure", "hcas", "readers", "no-open x_tmpfs", "keep-cache x_tmpf
 
 
 def plots(rows: list[dict[str, Any]]) -> list[Path]:
+    """Per figure: throughput and p50 latency against HCA count (1 reader), and throughput
+    against readers (at the largest HCA count), one line per configuration."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -470,18 +472,26 @@ def plots(rows: list[dict[str, Any]]) -> list[Path]:
 
     made = []
     for figure in sorted({str(r["figure"]) for r in rows}):
-        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        mine = [r for r in rows if r["figure"] == figure]
+        most = max(int(r["hcas"]) for r in mine)
+        fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4))
         for config in CONFIGS:
-            pts = sorted((int(r["hcas"]), float(r["ops_s"]), float(r["p50_us"]))
-                         for r in rows if r["figure"] == figure and r["config"] == config
-                         and r["readers"] == 1)
-            if pts:
-                ax1.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=config)
-                ax2.plot([p[0] for p in pts], [p[2] for p in pts], "o-", label=config)
+            by_hcas = sorted((int(r["hcas"]), float(r["ops_s"]), float(r["p50_us"]))
+                             for r in mine if r["config"] == config and r["readers"] == 1)
+            by_readers = sorted((int(r["readers"]), float(r["ops_s"])) for r in mine
+                                if r["config"] == config and r["hcas"] == most)
+            if by_hcas:
+                ax1.plot([p[0] for p in by_hcas], [p[1] for p in by_hcas], "o-", label=config)
+                ax2.plot([p[0] for p in by_hcas], [p[2] for p in by_hcas], "o-", label=config)
+            if by_readers:
+                ax3.plot([p[0] for p in by_readers], [p[1] for p in by_readers], "o-",
+                         label=config)
         ax1.set(xscale="log", yscale="log", xlabel="HCAs", ylabel="ops/s (1 reader)",
                 title=f"{figure}: throughput")
-        ax2.set(xscale="log", yscale="log", xlabel="HCAs", ylabel="p50 µs",
+        ax2.set(xscale="log", yscale="log", xlabel="HCAs", ylabel="p50 µs (1 reader)",
                 title=f"{figure}: latency")
+        ax3.set(yscale="log", xlabel="reader processes", ylabel=f"ops/s ({most} HCAs)",
+                title=f"{figure}: readers")
         ax1.legend()
         path = RESULTS / f"{figure.replace(':', '-')}.png"
         fig.tight_layout()
