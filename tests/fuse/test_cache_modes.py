@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import require_tool
 from tests.consumers.conftest import free_port
+from tests.helpers.metrics import fuse_requests
 from tests.helpers.mounts import REPO, Mount, mokkafs_mount
 
 STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
@@ -36,12 +37,7 @@ def served(tmp_path: Path, mode: str, *extra: str) -> Iterator[tuple[Mount, str]
 
 def requests(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url, timeout=10) as r:
-        text = r.read().decode()
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("mokkafs_fuse_requests_total{"):
-            out[line.split('op="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
-    return out
+        return fuse_requests(r.read().decode())
 
 
 def delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:

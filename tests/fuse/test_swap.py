@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import read_following_links, require_tool, state_of, tree_of
 from tests.consumers.conftest import free_port
+from tests.helpers.metrics import fuse_requests
 from tests.helpers.mounts import REPO, SHIPPED_PROFILES, Mount, mokkafs_mount, wait_for
 
 
@@ -200,13 +201,7 @@ def test_bad_profile_keeps_serving_and_recovers(live: Live) -> None:
 
 
 def requests(live: Live) -> dict[str, float]:
-    _, text = live.get("/metrics")
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("mokkafs_fuse_requests_total{"):
-            op = line.split('op="')[1].split('"')[0]
-            out[op] = float(line.rsplit(" ", 1)[1])
-    return out
+    return fuse_requests(live.get("/metrics")[1])
 
 
 def asked(before: dict[str, float], after: dict[str, float], *ops: str) -> float:
