@@ -99,7 +99,6 @@ class Operations(pyfuse3.Operations):
                  mode: CacheMode = CacheMode.KEEP_CACHE) -> None:
         super().__init__()
         self.holder = holder
-        self.mode = mode
         self.no_open = mode is CacheMode.NO_OPEN
         self.enable_symlink_cache = self.no_open  # read by patched pyfuse3 at FUSE_INIT
         self.snapshots = Snapshots()  # no-open: what the kernel was told, per inode

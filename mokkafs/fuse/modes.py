@@ -17,6 +17,8 @@ from __future__ import annotations
 import enum
 import logging
 
+import pyfuse3
+
 from mokkafs.errors import MountError
 
 log = logging.getLogger(__name__)
@@ -32,15 +34,11 @@ class CacheMode(enum.Enum):
 
 def pyfuse3_passes_inode() -> bool:
     """Whether the installed pyfuse3 carries the patch (it sets this marker)."""
-    import pyfuse3  # here, so the CLI's other commands do not load it
-
     return bool(getattr(pyfuse3, "NO_OPEN_PASSES_INODE", False))
 
 
 def choose(requested: str, patched: bool | None = None) -> CacheMode:
     """The mode to serve in for ``requested`` ('auto', 'no-open' or 'keep-cache')."""
-    import pyfuse3
-
     patched = pyfuse3_passes_inode() if patched is None else patched
     if requested == "auto":
         if patched:
