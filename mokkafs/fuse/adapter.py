@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
 import itertools
 import logging
 import os
@@ -163,11 +164,14 @@ class Operations(pyfuse3.Operations):
         return entry
 
     async def fresh_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
-        """``attributes``, after (no-open) a new snapshot of a merged directory's names."""
+        """``attributes``, after (no-open) a new snapshot of a merged directory's names: the
+        tree's and the host's (a listdir; their attributes are not needed to see a change)."""
         node = entry.node
         if self.no_open and self.host and isinstance(node, Dir) and node.merge is not None:
-            items = await self.listing(tree, entry.inode, None, 0)
-            self.snapshots.take(entry.inode, "\0".join(name for name, _ in items).encode())
+            host = await trio.to_thread.run_sync(self.host.listdir_in, node.merge,
+                                                 self.host.netns.host_sysfs)
+            names = [name for name, _ in entry.children] + host
+            self.snapshots.take(entry.inode, "\0".join(names).encode())
         return self.attributes(tree, entry)
 
     async def host_attributes(self, node: HostNode,
@@ -273,14 +277,18 @@ class Operations(pyfuse3.Operations):
             return items
         base, hide = merged
         taken = {name for name, _ in items}
-        root = self.host.netns.known(ns) if pid is None else None
-        names = (self.host.listdir(base, pid) if pid is not None
-                 else self.host.listdir_in(base, root) if root is not None else [])
+        host = self.host
+        if pid is not None:
+            names = host.listdir(base, pid)
+            find = functools.partial(host.node, pid=pid)
+        else:
+            root = host.netns.known(ns)
+            names = host.listdir_in(base, root) if root is not None else []
+            find = functools.partial(host.node_in, ns=ns)
         for name in names:
             if name in taken or any(fnmatch.fnmatchcase(name, p) for p in hide):
                 continue
-            rel = f"{base}/{name}".lstrip("/")
-            found = self.host.node(rel, pid) if pid is not None else self.host.node_in(rel, ns)
+            found = find(f"{base}/{name}".lstrip("/"))
             if found is not None:
                 node, st = found
                 items.append((name, self.host.attributes(node, st,
