@@ -55,7 +55,7 @@ ALL_PROFILES: list[Path] = sorted(SHIPPED_PROFILES.glob("*.yaml")) + sorted(
 
 
 def profile_id(path: Path) -> str:
-    return f"{path.parent.name.replace('nvml-mock-profiles', 'nvml-mock')}/{path.stem}"
+    return f"{path.parent.name}/{path.stem}"
 
 
 @pytest.fixture

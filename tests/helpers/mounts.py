@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-NVML_MOCK_PROFILES = REPO.parent / "shared" / "compat" / "nvml-mock-profiles"
+NVML_MOCK_PROFILES = REPO / "tests" / "data" / "nvml-mock"
 SHIPPED_PROFILES = REPO / "mokkafs" / "profiles"
 READY = "mokkafs: serving"  # the daemon's readiness line, printed once the mount serves
 
