@@ -36,6 +36,26 @@ _BDF = re.compile(r"^(?:0{4})?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7]
 _ROOT = re.compile(r"^pci([0-9a-f]{4}):([0-9a-f]{2})$")
 
 
+def _one_line(value: Any) -> Any:
+    if isinstance(value, str) and any(c in value for c in "\n\r\0"):
+        raise ValueError("expected one line of text (it is served as one sysfs line)")
+    return value
+
+
+# Text that ends up in a served file: one line, of a length real attributes have.
+Text = Annotated[str, BeforeValidator(_one_line), Field(max_length=256)]
+# Rates of the counter model: finite, and no faster than any link a node has (1e12 B/s is
+# ten times an 800 Gb/s port), so every counter stays an exact integer.
+Rate = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
+
+# What no real node exceeds: the kernel's NR_CPUS ceiling and NUMA node count, the GPUs and
+# NVSwitches a board carries, the HCAs one node's GUID slots can name.
+MAX_CPUS = 8192
+MAX_NUMA_NODES = 64
+MAX_GPUS = 64
+MAX_HCAS = 256
+
+
 def normalize_bdf(value: Any) -> str:
     """``0000:1A:00.0`` -> ``0000:1a:00.0``; NVML's 8-digit domain ``00000000:1A:00.0`` too."""
     if not isinstance(value, str):
@@ -86,37 +106,37 @@ class Pcie(_Open):
 
 
 class Memory(_Open):
-    total_bytes: int | None = Field(default=None, ge=0)
+    total_bytes: int | None = Field(default=None, ge=0, le=1 << 50)
 
 
 class DeviceConfig(_Open):
-    name: str | None = None
-    architecture: str | None = None
+    name: Text | None = None
+    architecture: Text | None = None
     pci: PciIds = PciIds()
     pcie: Pcie = Pcie()
     bar1_memory: Memory = Memory()
 
 
 class DeviceOverride(DeviceConfig):
-    index: int = Field(ge=0)
-    uuid: str | None = None
-    minor_number: int | None = Field(default=None, ge=0)
+    index: int = Field(ge=0, lt=MAX_GPUS)
+    uuid: Text | None = None
+    minor_number: int | None = Field(default=None, ge=0, le=255)
 
 
 class System(_Open):
-    driver_version: str | None = None
-    num_devices: int | None = Field(default=None, ge=0, le=64)
+    driver_version: Text | None = None
+    num_devices: int | None = Field(default=None, ge=0, le=MAX_GPUS)
 
 
 class NvSwitch(_Open):
     bdf: Bdf
-    uuid: str | None = None
+    uuid: Text | None = None
     device_id: Word16 | None = None  # mokkafs: PCI device id (default from the GPUs' architecture)
 
 
 class NvLink(_Open):
     version: int | None = None
-    switches: list[NvSwitch] = []
+    switches: list[NvSwitch] = Field(default=[], max_length=MAX_GPUS)
 
 
 PortState = Literal["DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"]
@@ -146,30 +166,30 @@ def _link_layer(value: Any) -> Any:
 class Traffic(_Closed):
     """mokkafs: the per-port traffic model counters follow (rates per second)."""
 
-    xmit_bytes_per_sec: float = Field(default=12_500_000.0, ge=0)
-    rcv_bytes_per_sec: float = Field(default=12_500_000.0, ge=0)
-    mean_packet_bytes: float = Field(default=2048.0, gt=0)
-    multicast_fraction: float = Field(default=0.001, ge=0, le=1)
-    xmit_wait_per_sec: float = Field(default=0.0, ge=0)
+    xmit_bytes_per_sec: Rate = 12_500_000.0
+    rcv_bytes_per_sec: Rate = 12_500_000.0
+    mean_packet_bytes: float = Field(default=2048.0, ge=1, le=65536, allow_inf_nan=False)
+    multicast_fraction: float = Field(default=0.001, ge=0, le=1, allow_inf_nan=False)
+    xmit_wait_per_sec: Rate = 0.0
     # Error counters, e.g. {symbol_error: 0.01}; every counter not named stays 0.
-    errors_per_sec: dict[str, float] = {}
+    errors_per_sec: dict[str, Rate] = {}
 
 
 class InfiniBand(_Open):
     enabled: bool = False
     hca_type: str = "MT4129"
-    fw_version: str = "28.39.2048"
-    hw_rev: str = "0x0"
-    board_id: str = "MT_0000000838"
-    node_desc_template: str = "{node_name} mlx5_{idx}"
+    fw_version: Text = "28.39.2048"
+    hw_rev: Text = "0x0"
+    board_id: Text = "MT_0000000838"
+    node_desc_template: Text = "{node_name} mlx5_{idx}"
     link_layer: Annotated[Literal["InfiniBand", "Ethernet"], BeforeValidator(_link_layer)] = (
         "InfiniBand"
     )
-    rate_gbps: int = Field(default=400, gt=0)
+    rate_gbps: int = Field(default=400, gt=0, le=12 * 200)  # 12X HDR is the widest
     port_state: Annotated[PortState, BeforeValidator(_upper)] = "ACTIVE"
     phys_state: Annotated[PhysState, BeforeValidator(_phys)] = "LinkUp"
-    hcas_per_gpu: int = Field(default=1, ge=0)
-    hca_count: int = Field(default=0, ge=0)
+    hcas_per_gpu: int = Field(default=1, ge=0, le=8)
+    hca_count: int = Field(default=0, ge=0, le=MAX_HCAS)
     guid_prefix: str = "a088c20300ab"
     # mokkafs extensions
     ports_per_hca: int = Field(default=1, ge=1, le=2)
@@ -181,10 +201,10 @@ class InfiniBand(_Open):
     @field_validator("hca_type")
     @classmethod
     def _check_hca_type(cls, value: str) -> str:
-        if not re.fullmatch(r"MT\d{4,5}", value):
+        if not re.fullmatch(r"MT\d{4,5}", value) or int(value[2:]) > 0xFFFF:
             raise ValueError(
-                f"expected a Mellanox part such as MT4129 (its number is the PCI device id), "
-                f"got {value!r}"
+                f"expected a Mellanox part such as MT4129 (its number, at most 65535, is the "
+                f"PCI device id), got {value!r}"
             )
         return value
 
@@ -192,7 +212,7 @@ class InfiniBand(_Open):
     @classmethod
     def _check_prefix(cls, value: str) -> str:
         digits = value.replace(":", "").lower()
-        if len(digits) < 6 or not re.fullmatch(r"[0-9a-f]+", digits):
+        if not 6 <= len(digits) <= 16 or not re.fullmatch(r"[0-9a-f]+", digits):
             raise ValueError(
                 f"expected at least 6 hex digits (an OUI such as a088c2), got {value!r}"
             )
@@ -201,41 +221,41 @@ class InfiniBand(_Open):
 
 class RootComplex(_Open):
     id: RootId
-    numa_node: int = Field(default=0, ge=-1, le=1023)
-    devices: list[Bdf] = []
-    cpu_affinity: str | None = None  # "0-55,112-167": the CPUs local to this root
+    numa_node: int = Field(default=0, ge=-1, lt=MAX_NUMA_NODES)
+    devices: list[Bdf] = Field(default=[], max_length=256)
+    cpu_affinity: Text | None = None  # "0-55,112-167": the CPUs local to this root
 
 
 class PcieTopology(_Open):
-    root_complexes: list[RootComplex] = []
-    cores_per_numa: int = Field(default=64, ge=1, le=4096)
+    root_complexes: list[RootComplex] = Field(default=[], max_length=256)
+    cores_per_numa: int = Field(default=64, ge=1, le=512)
 
 
 class Node(_Closed):
     """mokkafs: node identity; both usually come from the command line instead."""
 
-    name: str | None = None
-    index: int | None = Field(default=None, ge=0)
+    name: Text | None = None
+    index: int | None = Field(default=None, ge=0, lt=1 << 32)
 
 
 class ProcDevices(_Closed):
     """mokkafs: the character majors the simulated drivers register in /proc/devices."""
 
-    nvidia_frontend: int = Field(default=195, ge=1, le=4095)
-    nvidia_uvm: int = Field(default=510, ge=1, le=4095)
-    nvidia_caps: int = Field(default=236, ge=1, le=4095)
-    nvidia_caps_imex_channels: int = Field(default=235, ge=1, le=4095)
-    infiniband: int = Field(default=231, ge=1, le=4095)
+    nvidia_frontend: int = Field(default=195, ge=1, le=511)  # CHRDEV_MAJOR_MAX is 512
+    nvidia_uvm: int = Field(default=510, ge=1, le=511)
+    nvidia_caps: int = Field(default=236, ge=1, le=511)
+    nvidia_caps_imex_channels: int = Field(default=235, ge=1, le=511)
+    infiniband: int = Field(default=231, ge=1, le=511)
 
 
 class Profile(_Closed):
     """A whole profile document. Unknown top-level keys are errors."""
 
     version: str | int | float | None = None
-    description: str | None = None  # mokkafs: one line shown by `mokkafs profiles`
+    description: Text | None = None  # mokkafs: one line shown by `mokkafs profiles`
     system: System = System()
     device_defaults: DeviceConfig = DeviceConfig()
-    devices: list[DeviceOverride] = []
+    devices: list[DeviceOverride] = Field(default=[], max_length=MAX_GPUS)
     nvlink: NvLink = NvLink()
     infiniband: InfiniBand = InfiniBand()
     pcie_topology: PcieTopology | None = None

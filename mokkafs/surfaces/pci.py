@@ -44,9 +44,10 @@ def cpulist(cpus: tuple[int, ...]) -> str:
 
 def cpumask(cpus: tuple[int, ...], nr_cpus: int) -> str:
     """``ff,ffffffff``: a hex mask of nr_cpus bits in 32-bit groups, as %*pb prints it."""
-    mask = 0
-    for cpu in cpus:
-        mask |= 1 << cpu
+    bits = bytearray(max(nr_cpus, 1) + 7 >> 3)
+    for cpu in cpus:  # linear in the CPUs: no intermediate integer per bit
+        bits[cpu >> 3] |= 1 << (cpu & 7)
+    mask = int.from_bytes(bits, "little")
     digits = max((nr_cpus + 3) // 4, 1)
     hexed = f"{mask:0{digits}x}"
     head = len(hexed) % 8 or 8

@@ -95,7 +95,7 @@ BAD = {
                             "not a GPU", "pcie_topology.root_complexes[1].devices[0]"),
     "zero-hcas": (BASE + "infiniband: {enabled: true, hcas_per_gpu: 0}\n", "0 HCAs",
                   "infiniband.hca_count"),
-    "too-many-hcas": (BASE + "infiniband: {enabled: true, hca_count: 300}\n",
+    "too-many-hcas": (BASE + "infiniband: {enabled: true, hca_count: 200, ports_per_hca: 2}\n",
                       "exceed the 256", "infiniband.hca_count"),
     "negative-count": (BASE + "system: {num_devices: -1}\n", "greater than or equal to 0",
                        "system.num_devices"),
