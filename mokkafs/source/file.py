@@ -2,10 +2,20 @@
 
 It watches the profile's directory, which catches the three ways a file changes under a reader:
 an in-place write (IN_CLOSE_WRITE on the name), an editor's write-then-rename (IN_MOVED_TO on
-the name), and a Kubernetes ConfigMap volume's ``..data`` symlink swap (IN_MOVED_TO/IN_CREATE on
-``..data``, the name itself being a link through it). Bursts of events are coalesced; an update
-is emitted only when the file's bytes changed (or on ``reload()``). A directory that vanishes
-is an error update, not silence.
+the name), and a Kubernetes ConfigMap volume's ``..data`` symlink swap (IN_MOVED_TO on
+``..data``, the name itself being a link through it). Each change is read at once: those events
+mark a file that is whole. Only the removal of the name waits ``REMOVAL_GRACE`` for the
+replacement an editor writes next, so a save does not flash an error.
+
+An update is emitted only when the file's bytes changed (or on ``reload()``), and a failed read
+forgets the bytes last seen, so restoring the same bytes is a change. Compiling runs in a worker
+thread; a newer change abandons a compile still running, so one slow compile never holds back
+the next edit, and shutdown never waits for one.
+
+When the profile's directory goes (deleted, renamed, an unmounted volume), the source watches
+its nearest existing ancestor until the directory comes back, then follows it again by itself.
+``following`` says whether it can follow the file at all; when no watch can be set (the
+kernel's inotify limits), it is False with ``follow_error`` saying why, and SIGHUP retries.
 """
 
 from __future__ import annotations
@@ -14,107 +24,154 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import trio
 
-from mokkafs.errors import MokkafsError, Problem, ProfileError
+from mokkafs.errors import MokkafsError, ProfileError, internal_error
+from mokkafs.profile.resolve import read_text
 from mokkafs.source import Update
-from mokkafs.source.inotify import (
-    IN_ATTRIB,
-    IN_CLOSE_WRITE,
-    IN_CREATE,
-    IN_DELETE,
-    IN_DELETE_SELF,
-    IN_IGNORED,
-    IN_MODIFY,
-    IN_MOVE_SELF,
-    IN_MOVED_FROM,
-    IN_MOVED_TO,
-    Inotify,
-)
-from mokkafs.state import State
+from mokkafs.source.inotify import Event, Watches
+from mokkafs.state import Generation, State
 
 log = logging.getLogger(__name__)
 
-WATCH_MASK = (IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE | IN_ATTRIB
-              | IN_MODIFY | IN_DELETE_SELF | IN_MOVE_SELF)
-SETTLE_SECONDS = 0.01  # coalesce an editor's burst (write, chmod, rename) into one read
+REMOVAL_GRACE = 0.05  # seconds an editor takes between moving the old file away and the new in
+CONFIGMAP_DATA = "..data"  # the link a kubelet renames to swap a ConfigMap volume's content
 
-Compile = Callable[[Path, int], State]
+Compile = Callable[[str, str], State]  # (text, file name) -> State; raises ProfileError
 
 
 class FileSource:
     """Send an Update for every change of ``path``'s content.
 
-    ``compile(path, generation)`` reads and compiles the file; it runs in a worker thread so a
-    large profile never stalls the FUSE loop.
+    ``compile(text, filename)`` turns the file's text into a State; it runs in a worker thread.
+    Generations count successful loads from ``first_generation``.
     """
 
-    def __init__(self, path: Path, compile: Compile, first_generation: int = 1) -> None:
+    def __init__(self, path: Path, compile: Compile, first_generation: int = 1,
+                 clock: Callable[[], float] = time.time) -> None:
         self.path = path
         self.compile = compile
         self.generation = first_generation
+        self.clock = clock
+        self.following = True
+        self.follow_error: str | None = None
         self._digest: bytes | None = None
         self._wake = trio.Event()
         self._forced = False
+        self._rewatch = False
+        self._compiling: trio.CancelScope | None = None
 
     def initial(self) -> State:
-        self._changed()
-        state = self.compile(self.path, self.generation)
+        """Read and compile the file now (before anything is mounted)."""
+        text = read_text(self.path)
+        self._digest = _digest(text)
+        return self._delivered(self.compile(text, str(self.path)))
+
+    def reload(self) -> None:
+        """Re-read even if nothing changed, and set the watches again (SIGHUP). Call from the
+        trio thread."""
+        self._forced = self._rewatch = True
+        self._wake.set()
+
+    def _delivered(self, state: State) -> State:
+        state = replace(state, generation=Generation(self.generation))
         self.generation += 1
         return state
 
-    def reload(self) -> None:
-        """Re-read even if nothing changed (SIGHUP). Call from the trio thread."""
-        self._forced = True
-        self._wake.set()
-
-    def _changed(self) -> bool:
+    def _read(self) -> tuple[str | None, MokkafsError | None]:
+        """(text, None) when the bytes changed since last seen (or a reload was asked for),
+        (None, error) when the file cannot be read, (None, None) when nothing changed."""
         try:
-            digest = hashlib.sha256(self.path.read_bytes()).digest()
-        except OSError:
-            return True  # let compile report the error
-        if digest == self._digest:
-            return False
+            text = read_text(self.path)
+        except ProfileError as exc:
+            self._digest = None  # restoring the very bytes seen last is a change
+            return None, exc
+        except Exception as exc:  # a bug in reading: never the end of the source
+            log.exception("reading %s failed", self.path)
+            self._digest = None
+            return None, internal_error(f"reading {self.path}", exc)
+        digest = _digest(text)
+        forced, self._forced = self._forced, False
+        if digest == self._digest and not forced:
+            return None, None
         self._digest = digest
-        return True
+        return text, None
 
-    async def _load(self) -> Update:
-        generation = self.generation
-        try:
-            state = await trio.to_thread.run_sync(self.compile, self.path, generation)
-        except MokkafsError as exc:
-            return Update(None, exc, time.time())  # the swapper logs it
-        self.generation += 1
-        return Update(state, None, time.time())
+    async def _compile(self, text: str, out: trio.MemorySendChannel[Update],
+                       scope: trio.CancelScope) -> None:
+        with scope:
+            try:
+                state = await trio.to_thread.run_sync(self.compile, text, str(self.path),
+                                                      abandon_on_cancel=True)
+            except MokkafsError as exc:
+                update = Update(None, exc, self.clock())
+            except Exception as exc:  # a bug in compiling: the last good view stays
+                log.exception("compiling %s failed", self.path)
+                update = Update(None, internal_error(f"compiling {self.path}", exc),
+                                self.clock())
+            else:
+                update = Update(self._delivered(state), None, self.clock())
+            await out.send(update)
 
-    async def _watch(self, inotify: Inotify, dir_wd: int, out: trio.MemorySendChannel[Update],
-                     done: trio.CancelScope) -> None:
-        while True:
-            for event in await inotify.read():
-                if event.wd == dir_wd and event.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED):
-                    msg = f"{self.path.parent} was removed or moved; cannot watch it any more"
-                    await out.send(Update(None, ProfileError(str(self.path), [Problem("", msg)]),
-                                          time.time()))
-                    done.cancel()
-                    return
-            self._wake.set()
+    def _on_events(self, events: list[Event], profile_wd: int | None) -> float:
+        """React to a batch of events: how long to wait before reading (0: now; -1: not at
+        all, the events concern other files)."""
+        delay = -1.0
+        for event in events:
+            if event.wd != profile_wd or event.name == "":
+                self._rewatch = True  # the directory itself, or an ancestor, changed
+                delay = max(delay, 0.0)
+            elif event.name in (self.path.name, CONFIGMAP_DATA):
+                delay = max(delay, REMOVAL_GRACE if event.removed else 0.0)
+        return delay
 
     async def run(self, out: trio.MemorySendChannel[Update]) -> None:
-        inotify = Inotify()
-        try:
-            dir_wd = inotify.add_watch(str(self.path.parent), WATCH_MASK)
-            if self._changed():  # changed between initial() and the watch
-                await out.send(await self._load())
+        with Watches() as watches:
+            self._set_watches(watches)
+            self._wake.set()  # the file may have changed between initial() and the watch
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._watch, inotify, dir_wd, out, nursery.cancel_scope)
+                nursery.start_soon(self._watch, watches)
                 while True:
                     await self._wake.wait()
                     self._wake = trio.Event()
-                    await trio.sleep(SETTLE_SECONDS)
-                    forced, self._forced = self._forced, False
-                    if self._changed() or forced:
-                        await out.send(await self._load())
-        finally:
-            inotify.close()
+                    if self._rewatch:
+                        self._rewatch = False
+                        self._set_watches(watches)
+                        self._forced = True
+                    text, error = await trio.to_thread.run_sync(self._read)
+                    if error is not None:
+                        await out.send(Update(None, error, self.clock()))
+                    elif text is not None:
+                        if self._compiling is not None:
+                            self._compiling.cancel()  # superseded: its result is not wanted
+                        self._compiling = trio.CancelScope()
+                        nursery.start_soon(self._compile, text, out, self._compiling)
+
+    async def _watch(self, watches: Watches) -> None:
+        while True:
+            events = await watches.read()
+            delay = self._on_events(events, watches.profile_wd)
+            if delay < 0:
+                continue
+            if delay > 0:
+                await trio.sleep(delay)  # more of the same save may arrive meanwhile
+                self._on_events(watches.pending(), watches.profile_wd)
+            self._wake.set()
+
+    def _set_watches(self, watches: Watches) -> None:
+        error = watches.follow(self.path.parent)
+        if error is None:
+            if not self.following:
+                log.info("following %s again", self.path)
+            self.following, self.follow_error = True, None
+            return
+        if self.following or error != self.follow_error:
+            log.error("cannot follow %s: %s", self.path, error)
+        self.following, self.follow_error = False, error
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()

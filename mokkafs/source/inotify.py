@@ -1,66 +1,100 @@
-"""A minimal inotify binding for trio: one fd, watches, and events read when the kernel has
-some (no polling, no wake-ups while nothing changes)."""
+"""inotify watches that follow a directory by its path, read through trio.
+
+inotify_simple keeps the file descriptor; trio waits for it to be readable, so nothing polls
+and nothing wakes up while nothing changes. ``Watches.follow`` watches a directory while it
+exists and, while it does not, its nearest existing ancestor, so the caller learns when the
+directory comes back.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
-import struct
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
 
 import trio
+from inotify_simple import INotify, flags
 
-from mokkafs.linux import check, libc
-
-IN_MODIFY = 0x0000_0002
-IN_ATTRIB = 0x0000_0004
-IN_CLOSE_WRITE = 0x0000_0008
-IN_MOVED_FROM = 0x0000_0040
-IN_MOVED_TO = 0x0000_0080
-IN_CREATE = 0x0000_0100
-IN_DELETE = 0x0000_0200
-IN_DELETE_SELF = 0x0000_0400
-IN_MOVE_SELF = 0x0000_0800
-IN_IGNORED = 0x0000_8000
-IN_NONBLOCK = 0o4000
-IN_CLOEXEC = 0o2000000
-
-_EVENT = struct.Struct("iIII")
+# What changes a file in the followed directory: writes that end, renames, links, removals.
+DIRECTORY_MASK = (flags.CLOSE_WRITE | flags.MOVED_TO | flags.MOVED_FROM | flags.CREATE
+                  | flags.DELETE | flags.ATTRIB | flags.DELETE_SELF | flags.MOVE_SELF
+                  | flags.ONLYDIR)
+# What on an ancestor may bring the followed directory back.
+ANCESTOR_MASK = (flags.CREATE | flags.MOVED_TO | flags.DELETE_SELF | flags.MOVE_SELF
+                 | flags.ONLYDIR)
+REMOVALS = flags.DELETE | flags.MOVED_FROM
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
-    wd: int
+    wd: int  # -1 for a queue overflow
     mask: int
     name: str
 
+    @property
+    def removed(self) -> bool:
+        """The name went away (deleted, or renamed to another)."""
+        return bool(self.mask & REMOVALS)
 
-class Inotify:
+
+class Watches:
+    """The watches of one followed directory. ``profile_wd`` is the directory's own watch while
+    it exists, None while only an ancestor is watched."""
+
     def __init__(self) -> None:
-        self.fd = check(libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC), "inotify_init1")
+        self._inotify = INotify(nonblocking=True)
+        self._live: set[int] = set()
+        self.profile_wd: int | None = None
 
-    def add_watch(self, path: str, mask: int) -> int:
-        return check(libc.inotify_add_watch(self.fd, os.fsencode(path), mask),
-                     f"inotify_add_watch {path}")
+    def __enter__(self) -> Watches:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._inotify.close()
+
+    def follow(self, directory: Path) -> str | None:
+        """Watch ``directory`` (or its nearest existing ancestor); None, or why no watch could
+        be set."""
+        target = directory
+        while not target.is_dir() and target != target.parent:
+            target = target.parent
+        exists = target == directory
+        try:
+            wd: int = self._inotify.add_watch(target, DIRECTORY_MASK if exists else ANCESTOR_MASK)
+        except OSError as exc:
+            self._drop(set())
+            self.profile_wd = None
+            hint = (" (raise fs.inotify.max_user_watches or max_user_instances)"
+                    if exc.errno in (errno.ENOSPC, errno.EMFILE) else "")
+            return f"no inotify watch on {target}: {os.strerror(exc.errno or 0)}{hint}"
+        self._drop({wd})
+        self._live = {wd}
+        self.profile_wd = wd if exists else None
+        return None
+
+    def _drop(self, keep: set[int]) -> None:
+        for old in self._live - keep:
+            with contextlib.suppress(OSError):  # already gone with its directory
+                self._inotify.rm_watch(old)
+        self._live &= keep
+
+    def pending(self) -> list[Event]:
+        """The events queued now, of live watches (a removed watch's last IN_IGNORED is not
+        news), without waiting."""
+        try:
+            raw = self._inotify.read(timeout=0)
+        except BlockingIOError:
+            return []
+        return [Event(e.wd, e.mask, e.name) for e in raw if e.wd in self._live or e.wd == -1]
 
     async def read(self) -> list[Event]:
-        """Wait until the kernel queues events, then return all of them."""
+        """Wait until the kernel queues events of live watches, and return them."""
         while True:
-            await trio.lowlevel.wait_readable(self.fd)
-            try:
-                data = os.read(self.fd, 64 * 1024)
-            except BlockingIOError:
-                continue
-            events = []
-            offset = 0
-            while offset < len(data):
-                wd, mask, _, length = _EVENT.unpack_from(data, offset)
-                offset += _EVENT.size
-                name = data[offset:offset + length].rstrip(b"\0").decode(errors="replace")
-                offset += length
-                events.append(Event(wd, mask, name))
-            return events
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+            await trio.lowlevel.wait_readable(self._inotify.fd)
+            events = self.pending()
+            if events:
+                return events
