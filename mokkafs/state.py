@@ -133,9 +133,9 @@ class HostFacts:
     """What the host contributes to the view, captured at load time by the source."""
 
     proc_devices: str = "Character devices:\n\nBlock devices:\n"
-    # The host's sysfs to pass through beneath the simulated nodes ("" = none): a container
-    # given the view as its /sys keeps its CPU topology, cgroups, DMI and its own interfaces.
-    sysfs: str = ""
+    # Whether the host's sysfs shows through beneath the simulated nodes: a container given
+    # the view as its /sys keeps its CPU topology, cgroups, DMI and its own interfaces.
+    sysfs: bool = False
 
 
 @dataclass(frozen=True, slots=True)

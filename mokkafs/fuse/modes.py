@@ -1,30 +1,47 @@
-"""How the kernel caches the view: two cache modes, and the choice between them.
+"""How the kernel caches the view: two cache modes, chosen once, each an object the handlers
+call for what differs between them.
 
-- ``no-open``: ``open`` and ``opendir`` answer ENOSYS, so the kernel stops sending OPEN,
-  RELEASE, OPENDIR and RELEASEDIR for the connection, keeps every file's pages and every
+- ``no-open`` (``NoOpen``): ``open`` and ``opendir`` answer ENOSYS, so the kernel stops sending
+  OPEN, RELEASE, OPENDIR and RELEASEDIR for the connection, keeps every file's pages and every
   directory's listing in its caches, and (with FUSE_CAP_CACHE_SYMLINKS) every link's target.
   Steady-state reads never reach the daemon. Freshness rests on attributes alone: exact sizes,
   an mtime that changes when content changes (the kernel's auto_inval_data drops pages then),
   attribute timeouts no longer than a content's allowed staleness, and invalidation on swaps.
-  Stock pyfuse3 cannot serve it: its read and readdir get the file handle, which is 0 in this
-  mode. ``native/pyfuse3/pass-inode-when-no-open.patch`` makes them get the inode.
-- ``keep-cache``: every open reaches the daemon, which takes a per-open snapshot and answers
-  ``keep_cache`` for static files and ``direct_io`` for dynamic ones. Works with any pyfuse3.
+  Content the tree does not fix (counters, the host's sysfs) is described by a snapshot taken
+  when its attributes are asked for (``mokkafs.fuse.snapshots``); the READ that follows serves
+  that same snapshot. Stock pyfuse3 cannot serve it: its read and readdir get the file handle,
+  which is 0 in this mode; ``native/pyfuse3/pass-inode-when-no-open.patch`` passes the inode.
+- ``keep-cache`` (``KeepCache``): every open reaches the daemon, which takes a per-open snapshot
+  (``mokkafs.fuse.handles``) and answers ``keep_cache`` for static files and ``direct_io`` for
+  dynamic ones. Works with any pyfuse3.
 """
 
 from __future__ import annotations
 
+import abc
 import enum
+import errno
 import logging
+import os
+from operator import itemgetter
 
 import pyfuse3
 
-from mokkafs.errors import MountError
+from mokkafs.errors import UsageError
+from mokkafs.fuse import attrs
+from mokkafs.fuse.handles import FileHandle, Handles
+from mokkafs.fuse.passthrough import HOST_TIMEOUT, HostNode
+from mokkafs.fuse.snapshots import Snapshots
+from mokkafs.fuse.view import Item, View
+from mokkafs.host.netns import OWN
+from mokkafs.tree.build import Entry, Tree
+from mokkafs.tree.nodes import Dir, File
 
 log = logging.getLogger(__name__)
 
-ENV = "MOKKAFS_CACHE_MODE"  # the default of ``mokkafs mount --cache-mode``
+ENV = "MOKKAFS_CACHE_MODE"  # named in errors; the CLI reads it
 PATCH = "native/pyfuse3/pass-inode-when-no-open.patch"
+
 
 
 class CacheMode(enum.Enum):
@@ -50,10 +67,232 @@ def choose(requested: str, patched: bool | None = None) -> CacheMode:
     try:
         mode = CacheMode(requested)
     except ValueError:
-        raise MountError(f"cache mode {requested!r} is not one of auto, no-open, keep-cache "
+        raise UsageError(f"cache mode {requested!r} is not one of auto, no-open, keep-cache "
                          f"(from --cache-mode or ${ENV})") from None
     if mode is CacheMode.NO_OPEN and not patched:
-        raise MountError(f"cache mode no-open needs pyfuse3 built with {PATCH} "
+        raise UsageError(f"cache mode no-open needs pyfuse3 built with {PATCH} "
                          f"(scripts/build-pyfuse3.sh); the installed pyfuse3 "
                          f"{pyfuse3.__version__} is stock: use --cache-mode auto or keep-cache")
     return mode
+
+
+def serving(mode: CacheMode, view: View) -> Serving:
+    return NoOpen(view) if mode is CacheMode.NO_OPEN else KeepCache(view)
+
+
+class Serving(abc.ABC):
+    """What the two modes share; subclasses answer what differs."""
+
+    mode: CacheMode
+    caches_symlinks = False
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+
+    def entry_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
+        """A tree entry's attributes as a listing gives them (no I/O)."""
+        return attrs.of_entry(entry, self.view.timeout)
+
+    async def attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
+        """A tree entry's attributes for LOOKUP and GETATTR."""
+        return self.entry_attributes(tree, entry)
+
+    def listed_host_attributes(self, node: HostNode,
+                               st: os.stat_result) -> pyfuse3.EntryAttributes:
+        return attrs.of_host(node.inode, st, node.timeout)
+
+    async def host_attributes(self, node: HostNode,
+                              st: os.stat_result) -> pyfuse3.EntryAttributes:
+        return self.listed_host_attributes(node, st)
+
+    async def listing(self, tree: Tree, inode: int, key: int) -> list[Item]:
+        """A directory's entries in name order: the tree's, then (merged and host
+        directories) the host's from instance ``key``."""
+        entry = tree.get(inode)
+        if entry is not None and not isinstance(entry.node, Dir):
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        items: list[Item] = [] if entry is None else [
+            (name, self.entry_attributes(tree, tree.entries[ino]), None)
+            for name, ino in entry.children]
+        if self.view.merged(tree, inode) is None:
+            return items
+        host = await self.view.on_host(self.view.host_entries, tree, inode, key)
+        items += [(name, self.listed_host_attributes(node, st), node) for name, node, st in host]
+        items.sort(key=itemgetter(0))
+        return items
+
+    def key_of(self, tree: Tree, inode: int) -> int:
+        return OWN if tree.get(inode) is not None else self.view.host_node(inode).key
+
+    def forget(self, inode: int) -> None:  # noqa: B027  (most modes keep nothing per inode)
+        """The kernel dropped ``inode``."""
+
+    @abc.abstractmethod
+    async def opendir(self, inode: int) -> FileHandle: ...
+
+    @abc.abstractmethod
+    async def entries(self, fh: int) -> list[Item]: ...
+
+    @abc.abstractmethod
+    def releasedir(self, fh: int) -> None: ...
+
+    @abc.abstractmethod
+    async def open(self, inode: int, flags: int) -> pyfuse3.FileInfo: ...
+
+    @abc.abstractmethod
+    async def read(self, fh: int, off: int, size: int) -> bytes: ...
+
+    @abc.abstractmethod
+    def release(self, fh: int) -> None: ...
+
+
+class NoOpen(Serving):
+    mode = CacheMode.NO_OPEN
+    caches_symlinks = True  # read by patched pyfuse3 at FUSE_INIT
+
+    def __init__(self, view: View, snapshots: Snapshots | None = None) -> None:
+        super().__init__(view)
+        self.snapshots = snapshots or Snapshots()  # what the kernel was told, per inode
+
+    def entry_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
+        node, timeout = entry.node, self.view.timeout
+        if isinstance(node, File) and node.dynamic and not node.error:
+            now = self.view.clock()
+            snap = self.snapshots.take(entry.inode, node.read(now))
+            # Cached until the content's next step, so no reader sees it older than that.
+            return attrs.of_entry(entry, timeout, snapshot=snap,
+                                  attr_timeout=min(node.fresh_for(now), timeout))
+        if isinstance(node, Dir) and node.merge is not None:
+            # Its listing includes the host's, which changes without the tree: the mtime the
+            # kernel checks its cached listing against follows a snapshot of the names.
+            return attrs.of_entry(entry, min(timeout, HOST_TIMEOUT),
+                                  snapshot=self.snapshots.get(entry.inode))
+        return attrs.of_entry(entry, timeout)
+
+    async def attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
+        node, host = entry.node, self.view.host
+        if host is not None and isinstance(node, Dir) and node.merge is not None:
+            names = await self.view.on_host(host.listdir, node.merge, OWN)
+            mine = [name for name, _ in entry.children]
+            self.snapshots.take(entry.inode, "\0".join(mine + names).encode())
+        return self.entry_attributes(tree, entry)
+
+    def listed_host_attributes(self, node: HostNode,
+                               st: os.stat_result) -> pyfuse3.EntryAttributes:
+        return attrs.of_host(node.inode, st, node.timeout, self.snapshots.get(node.inode))
+
+    async def host_attributes(self, node: HostNode,
+                              st: os.stat_result) -> pyfuse3.EntryAttributes:
+        assert self.view.host is not None
+        content = await self.view.on_host(self.view.host.content, node, st)
+        snap = self.snapshots.take(node.inode, content) if content is not None else None
+        return attrs.of_host(node.inode, st, node.timeout, snap)
+
+    async def opendir(self, inode: int) -> FileHandle:
+        raise pyfuse3.FUSEError(errno.ENOSYS)  # the kernel caches listings from now on
+
+    async def entries(self, fh: int) -> list[Item]:
+        """``fh`` is the directory's inode: no handle holds a listing."""
+        tree = self.view.holder.tree
+        return await self.listing(tree, fh, self.key_of(tree, fh))
+
+    def releasedir(self, fh: int) -> None:
+        pass
+
+    async def open(self, inode: int, flags: int) -> pyfuse3.FileInfo:
+        raise pyfuse3.FUSEError(errno.ENOSYS)  # the kernel keeps pages from now on
+
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        """``fh`` is the inode. The snapshot the kernel was last told the size of, else the
+        content now (static tree files are always the latter)."""
+        entry = self.view.holder.tree.get(fh)
+        if entry is not None:
+            node = entry.node
+            if not isinstance(node, File):
+                raise pyfuse3.FUSEError(errno.EISDIR if isinstance(node, Dir) else errno.EINVAL)
+            if node.error:
+                raise pyfuse3.FUSEError(node.error)
+            if isinstance(node.content, bytes):
+                return node.content[off:off + size]
+        snap = self.snapshots.get(fh)
+        if snap is not None:
+            return snap.content[off:off + size]
+        if entry is not None:
+            assert isinstance(entry.node, File)
+            now = self.view.clock()
+            return self.snapshots.take(fh, entry.node.read(now)).content[off:off + size]
+        host = self.view.host
+        assert host is not None
+        return await self.view.on_host(host.read, self.view.host_node(fh), size, off)
+
+    def release(self, fh: int) -> None:
+        pass
+
+    def forget(self, inode: int) -> None:
+        self.snapshots.forget(inode)  # the kernel dropped it: so can its snapshot
+
+
+class KeepCache(Serving):
+    mode = CacheMode.KEEP_CACHE
+
+    def __init__(self, view: View) -> None:
+        super().__init__(view)
+        self.handles = Handles()
+
+    async def opendir(self, inode: int) -> FileHandle:
+        tree = self.view.holder.tree
+        items = await self.listing(tree, inode, self.key_of(tree, inode))
+        fh = self.handles.new()
+        self.handles.dirs[fh] = items
+        return fh
+
+    async def entries(self, fh: int) -> list[Item]:
+        return self.handles.dirs[FileHandle(fh)]
+
+    def releasedir(self, fh: int) -> None:
+        self.handles.dirs.pop(FileHandle(fh), None)
+
+    async def open(self, inode: int, flags: int) -> pyfuse3.FileInfo:
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            raise pyfuse3.FUSEError(errno.EROFS)
+        entry = self.view.holder.tree.get(inode)
+        if entry is None:
+            host = self.view.host
+            assert host is not None
+            fd = await self.view.on_host(host.open, self.view.host_node(inode))
+            fh = self.handles.new()
+            self.handles.hosts[fh] = fd
+            return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
+        node = entry.node
+        if isinstance(node, Dir):
+            raise pyfuse3.FUSEError(errno.EISDIR)
+        if not isinstance(node, File):
+            raise pyfuse3.FUSEError(errno.ELOOP)
+        if node.error:
+            raise pyfuse3.FUSEError(node.error)
+        fh, keep = self.handles.open_file(inode, node.read(self.view.clock()))
+        if node.dynamic:
+            return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
+        return pyfuse3.FileInfo(fh=fh, direct_io=False, keep_cache=keep)
+
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        fd = self.handles.hosts.get(FileHandle(fh))
+        if fd is not None:
+            return await self.view.on_host(os.pread, fd, size, off)
+        try:
+            _, data = self.handles.files[FileHandle(fh)]
+        except KeyError:
+            raise pyfuse3.FUSEError(errno.EBADF) from None
+        return data[off:off + size]
+
+    def release(self, fh: int) -> None:
+        fd = self.handles.hosts.pop(FileHandle(fh), None)
+        if fd is not None:
+            os.close(fd)
+            return
+        inode = self.handles.files[FileHandle(fh)][0]
+        entry = self.view.holder.tree.get(inode)
+        node = entry.node if entry else None
+        current = node.content if isinstance(node, File) and isinstance(node.content, bytes) \
+            else None
+        self.handles.close_file(FileHandle(fh), current)

@@ -1,27 +1,31 @@
-"""Mountpoint checks and stale-mount cleanup, before pyfuse3 mounts over it."""
+"""The mount's life: mountpoint checks and stale-mount cleanup, the options, and pyfuse3's
+session (init mounts, close unmounts)."""
 
 from __future__ import annotations
 
 import errno
 import logging
 import os
-import shutil
-import subprocess
 from pathlib import Path
+from types import TracebackType
+
+import pyfuse3
 
 from mokkafs.errors import MountError
+from mokkafs.host import linux
 
 log = logging.getLogger(__name__)
 
 
-def lazy_unmount(mountpoint: Path) -> bool:
-    """Detach whatever is mounted at ``mountpoint``; True when something was detached."""
-    for cmd in (["fusermount3", "-u", "-z", str(mountpoint)], ["umount", "-l", str(mountpoint)]):
-        if shutil.which(cmd[0]) is None:
-            continue
-        if subprocess.run(cmd, capture_output=True, check=False).returncode == 0:
-            return True
-    return False
+def fsname(mountpoint: Path) -> str:
+    """The source field of this mount in mountinfo: how a restarted daemon finds its own."""
+    return f"mokkafs@{os.path.abspath(mountpoint)}"
+
+
+def options(mountpoint: Path) -> set[str]:
+    """Read-only, kernel-checked modes, visible to every uid."""
+    return set(pyfuse3.default_options) | {  # default_permissions
+        f"fsname={fsname(mountpoint)}", "subtype=mokkafs", "allow_other", "ro"}
 
 
 def prepare_mountpoint(mountpoint: Path) -> None:
@@ -40,7 +44,7 @@ def prepare_mountpoint(mountpoint: Path) -> None:
         if exc.errno != errno.ENOTCONN:
             raise MountError(f"mountpoint {mountpoint}: {exc.strerror}") from None
         log.warning("%s holds a dead FUSE mount (ENOTCONN); detaching it", mountpoint)
-        if not lazy_unmount(mountpoint):
+        if not linux.umount_lazily(str(mountpoint)):
             raise MountError(f"{mountpoint} holds a dead FUSE mount that could not be "
                              f"detached; run: umount -l {mountpoint}") from None
     if not os.path.isdir(mountpoint):
@@ -48,3 +52,29 @@ def prepare_mountpoint(mountpoint: Path) -> None:
     if os.path.ismount(mountpoint):
         raise MountError(f"{mountpoint} is already a mount point (busy); unmount it first "
                          f"or choose another directory")
+
+
+class Session:
+    """pyfuse3's one session: entering mounts ``ops`` at ``mountpoint``, leaving unmounts
+    (lazily, should pyfuse3's own unmount fail)."""
+
+    def __init__(self, ops: pyfuse3.Operations, mountpoint: Path) -> None:
+        self.ops = ops
+        self.mountpoint = mountpoint
+
+    def __enter__(self) -> Session:
+        try:
+            pyfuse3.init(self.ops, str(self.mountpoint), options(self.mountpoint))
+        except RuntimeError as exc:  # pyfuse3 reports fuse_session_mount failing this way
+            raise MountError(f"cannot mount at {self.mountpoint}: {exc} (is /dev/fuse there, "
+                             "and is this root?)") from None
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        try:
+            pyfuse3.close(unmount=True)
+            log.info("unmounted %s", self.mountpoint)
+        except Exception:
+            log.exception("pyfuse3.close failed; detaching %s", self.mountpoint)
+            linux.umount_lazily(str(self.mountpoint))

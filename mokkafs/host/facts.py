@@ -8,8 +8,8 @@ from pathlib import Path
 from mokkafs.state import HostFacts
 
 
-def read_host_facts(proc: Path = Path("/proc"), sysfs: str = "") -> HostFacts:
-    """The host's /proc/devices, and the sysfs to pass through ("" for none)."""
+def read_host_facts(proc: Path = Path("/proc"), sysfs: bool = False) -> HostFacts:
+    """The host's /proc/devices, and whether its sysfs shows through."""
     try:
         return HostFacts(proc_devices=(proc / "devices").read_text(), sysfs=sysfs)
     except OSError:

@@ -1,5 +1,5 @@
-"""Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns,
-inotify), raising OSError with the errno like os does."""
+"""Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns),
+raising OSError with the errno like os does."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 CLONE_NEWNS = 0x0002_0000
 CLONE_NEWNET = 0x4000_0000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_BIND, MS_REC, MS_SHARED = 32, 4096, 16384, 1 << 20
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MS_SHARED = 32, 4096, 16384, 1 << 18, 1 << 20
 MNT_DETACH = 2
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -29,9 +29,9 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int) -> No
           f"mount {source or ''} on {target}")
 
 
-def umount_lazily(target: str) -> None:
-    """Detach ``target``; a path that is not mounted is not an error."""
-    libc.umount2(os.fsencode(target), MNT_DETACH)
+def umount_lazily(target: str) -> bool:
+    """Detach what is mounted at ``target``; False (not an error) when nothing is."""
+    return bool(libc.umount2(os.fsencode(target), MNT_DETACH) == 0)
 
 
 def setns(fd: int, nstype: int, what: str) -> None:

@@ -1,0 +1,54 @@
+"""The mount table as a process sees it (``/proc/<pid>/mountinfo``), parsed in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, slots=True)
+class MountEntry:
+    """One line of mountinfo: the device, the root of the mount within its filesystem, where
+    it is mounted, the filesystem type and source, and the optional fields (``shared:N``,
+    ``master:N``)."""
+
+    dev: str
+    root: str
+    point: str
+    fstype: str
+    source: str
+    optional: tuple[str, ...] = ()
+
+    @property
+    def shared(self) -> bool:
+        return any(o.startswith("shared:") for o in self.optional)
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal
+    return field.encode().decode("unicode_escape") if "\\" in field else field
+
+
+def parse(text: str) -> list[MountEntry]:
+    entries = []
+    for line in text.splitlines():
+        head, _, tail = line.partition(" - ")
+        fields, rest = head.split(), tail.split()
+        if len(fields) < 6 or len(rest) < 2:
+            continue
+        entries.append(MountEntry(fields[2], _unescape(fields[3]), _unescape(fields[4]),
+                                  rest[0], _unescape(rest[1]), tuple(fields[6:])))
+    return entries
+
+
+def mounts_of(pid: int | str = "self", proc: Path = Path("/proc")) -> list[MountEntry]:
+    """The mounts ``pid`` sees, in mount order; [] when it cannot be read (it exited)."""
+    try:
+        return parse((proc / str(pid) / "mountinfo").read_text())
+    except OSError:
+        return []
+
+
+def mounted_at(point: str | Path, pid: int | str = "self") -> list[MountEntry]:
+    """The mounts stacked at ``point`` (an absolute path), bottom first."""
+    return [m for m in mounts_of(pid) if m.point == str(point)]
