@@ -403,7 +403,7 @@ def fleet(n: int, idle_s: int, tmp: Path) -> dict[str, Any]:
 def shim_cost(reader: Path, rounds: int, ms: int, tmp: Path) -> list[dict[str, Any]]:
     """What the preload shim costs a path outside its prefixes: the same stat and read loops
     over host files, with and without it, interleaved."""
-    from mokkafs.preload import library
+    from mokkafs.delivery.preload import library
 
     paths = ["/etc/hostname", "/etc/passwd", "/usr/bin/env", "/proc/self/status"]
     listfile = tmp / "host-paths"

@@ -1,4 +1,5 @@
-"""The ``mokkafs`` command: argument parsing and exit codes; the work happens elsewhere."""
+"""The ``mokkafs`` command: argument parsing, wiring and exit statuses; the work happens
+elsewhere. ``tree``, ``render`` and ``profiles`` never import pyfuse3."""
 
 from __future__ import annotations
 
@@ -6,36 +7,42 @@ import argparse
 import json
 import logging
 import os
+import resource
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import trio
-
 from mokkafs import __version__
-from mokkafs.cdi import (
+from mokkafs.delivery.cdi import (
     KIND,
     NEWEST,
-    Publisher,
     build_spec,
+    remove_spec,
     require_serving,
     served_device_nodes,
+    spec_file_name,
     validate,
     write_atomically,
 )
+from mokkafs.delivery.render import mode_string, render
 from mokkafs.errors import MokkafsError
-from mokkafs.fuse import modes
-from mokkafs.host import default_node_name, read_host_facts
+from mokkafs.host.facts import default_node_name, read_host_facts
 from mokkafs.profile.compile import Options
-from mokkafs.profile.resolve import describe_shipped, load_state, resolve, shipped_profiles
-from mokkafs.render import mode_string, render
+from mokkafs.profile.resolve import (
+    compile_text,
+    describe_shipped,
+    read_text,
+    resolve,
+    shipped_profiles,
+)
 from mokkafs.state import State
-from mokkafs.swap import build_tree
+from mokkafs.surfaces import build_tree
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File, Symlink
 
 DEFAULT_PROFILE = "h100"
+CACHE_MODE_ENV = "MOKKAFS_CACHE_MODE"  # the default of ``mokkafs mount --cache-mode``
 log = logging.getLogger("mokkafs")
 
 
@@ -52,6 +59,14 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
                    help="IB counters advance in steps of this many ms (0: exact at every read)")
 
 
+def _cdi_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--cdi-dir", type=Path, default=None, required=required,
+                   help="the CDI spec directory (e.g. /etc/cdi)")
+    p.add_argument("--cdi-kind", default=KIND,
+                   help=f"CDI kind of the spec (default {KIND}; one per simulated node "
+                        "on a machine)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mokkafs", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mokkafs {__version__}")
@@ -63,31 +78,34 @@ def _parser() -> argparse.ArgumentParser:
     mount = sub.add_parser("mount", help="serve the view at MOUNTPOINT until SIGINT/SIGTERM; "
                            "profile edits and SIGHUP swap the view live")
     _profile_args(mount)
-    mount.add_argument("--host-sysfs", default="/sys", metavar="PATH",
-                       help="pass this sysfs through beneath the simulated nodes, so the view "
-                            "can be a container's whole /sys ('none': simulated nodes only)")
+    mount.add_argument("--host-sysfs", choices=("auto", "none"), default="auto",
+                       help="auto: pass the host's sysfs through beneath the simulated nodes "
+                            "(a sysfs instance of the daemon's own, without the filesystems "
+                            "mounted below /sys), so the view can be a container's whole /sys; "
+                            "none: simulated nodes only")
     mount.add_argument("--runtime-dir", type=Path, default=Path("/run/mokkafs-runtime"),
-                       help="where per-network-namespace sysfs instances are mounted")
+                       help="a directory of the daemon's own, where it mounts sysfs instances "
+                            "for an instant")
     mount.add_argument("--metrics", metavar="HOST:PORT", default=None,
                        help="serve /metrics, /healthz and /readyz there (off by default; "
                             "e.g. 127.0.0.1:9464)")
-    mount.add_argument("--cdi-dir", type=Path, default=None,
-                       help="publish a CDI spec there once the mount serves (e.g. /etc/cdi); "
-                            "it is removed before unmount")
+    _cdi_args(mount)
     mount.add_argument("--cdi-version", default=None, help="CDI version of that spec")
     mount.add_argument("--cdi-hook", default=None, metavar="PATH",
                        help="the createContainer hook as the runtime sees it (default: the "
                             "one built into the package; a DaemonSet copies it to the node)")
-    mount.add_argument("--cdi-kind", default=KIND,
-                       help=f"CDI kind of that spec (default {KIND}; one per simulated node "
-                            "on a machine)")
     mount.add_argument("--cache-mode", choices=("auto", "no-open", "keep-cache"),
-                       default=os.environ.get(modes.ENV, "auto"),
+                       default=os.environ.get(CACHE_MODE_ENV, "auto"),
                        help="how the kernel caches the view: no-open (reads served by the "
                             "kernel; needs the patched pyfuse3), keep-cache (every open "
                             f"reaches the daemon), or auto: no-open when possible (default: "
-                            f"${modes.ENV} or auto)")
+                            f"${CACHE_MODE_ENV} or auto)")
     mount.add_argument("mountpoint", type=Path)
+
+    clean = sub.add_parser("cleanup", help="undo what a daemon that was killed left: its CDI "
+                           "spec, its dead mount (for ExecStopPost)")
+    _cdi_args(clean)
+    clean.add_argument("mountpoint", type=Path)
 
     cdi = sub.add_parser("cdi", help="print (or write) the CDI spec of a serving mount")
     cdi.add_argument("--mountpoint", type=Path, required=True)
@@ -113,34 +131,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _compiler(args: argparse.Namespace) -> Callable[[Path, int], State]:
-    """Read and compile the profile at a path: the same node, started once, every time."""
+def _compiler(args: argparse.Namespace) -> Callable[[str, str], State]:
+    """Compile a profile's text: the same node, started once, every time."""
     node_name = args.node_name or default_node_name()
     started_at = time.monotonic()
+    host_sysfs = getattr(args, "host_sysfs", "none") == "auto"
 
-    def compile_at(path: Path, generation: int) -> State:
+    def compile_profile(text: str, filename: str) -> State:
         options = Options(
             node_name=node_name,
             node_index=args.node_index,
-            generation=generation,
             loaded_at=time.time(),
             started_at=started_at,
             counter_quantum=max(args.counter_staleness_ms, 0.0) / 1000.0,
-            host=read_host_facts(sysfs=_host_sysfs(args)),
+            host=read_host_facts(sysfs=host_sysfs),
             infiniband=not args.no_infiniband,
         )
-        return load_state(path, options)
+        return compile_text(text, filename, options)
 
-    return compile_at
-
-
-def _host_sysfs(args: argparse.Namespace) -> str:
-    value = str(getattr(args, "host_sysfs", "none"))
-    return "" if value in ("", "none") else os.path.abspath(value)
+    return compile_profile
 
 
 def _state(args: argparse.Namespace) -> State:
-    return _compiler(args)(resolve(args.profile), 1)
+    path = resolve(args.profile)
+    return _compiler(args)(read_text(path), str(path))
 
 
 def _tree(state: State) -> Tree:
@@ -183,19 +197,44 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def _raise_fd_limit() -> None:
+    """Take the hard limit as the soft one: a busy node's callers and host reads need file
+    descriptors (systemd's default soft limit is 1024)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _cmd_mount(args: argparse.Namespace) -> int:
-    from mokkafs.daemon import Daemon
+    import trio
+
+    from mokkafs.fuse.modes import choose
+    from mokkafs.serve.daemon import CdiConfig, Config, Wiring, serve
     from mokkafs.source.file import FileSource
 
     # Absolute, but symlinks kept: a ConfigMap's node.yaml -> ..data/node.yaml must be watched
     # where it is, not where its target happens to be today.
     path = Path(os.path.abspath(resolve(args.profile)))
-    publisher = (Publisher(args.cdi_dir, args.mountpoint, args.cdi_version or NEWEST,
-                           args.cdi_kind, args.cdi_hook) if args.cdi_dir else None)
-    daemon = Daemon(FileSource(path, _compiler(args)), args.mountpoint,
-                    metrics_address=args.metrics, runtime_dir=args.runtime_dir, cdi=publisher,
-                    cache_mode=modes.choose(args.cache_mode))
-    trio.run(daemon.serve)
+    config = Config(
+        mountpoint=args.mountpoint, cache_mode=choose(args.cache_mode), metrics=args.metrics,
+        cdi=CdiConfig(args.cdi_dir, args.cdi_version or NEWEST, args.cdi_kind, args.cdi_hook)
+        if args.cdi_dir else None,
+        runtime_dir=args.runtime_dir)
+    _raise_fd_limit()
+    trio.run(serve, config, Wiring(FileSource(path, _compiler(args))))
+    return 0
+
+
+def _cmd_cleanup(args: argparse.Namespace) -> int:
+    from mokkafs.host import linux
+    from mokkafs.host.mountinfo import mounted_at
+
+    if args.cdi_dir:
+        remove_spec(args.cdi_dir / spec_file_name(args.cdi_kind))
+    target = os.path.abspath(args.mountpoint)
+    if any(m.fstype == "fuse.mokkafs" for m in mounted_at(target)):
+        linux.umount_lazily(target)
+        print(f"mokkafs: detached {target}", file=sys.stderr)
     return 0
 
 
@@ -212,15 +251,16 @@ def _cmd_cdi(args: argparse.Namespace) -> int:
 
 
 def _cmd_preload_env(args: argparse.Namespace) -> int:
-    from mokkafs.preload import environment, shell_exports
+    from mokkafs.delivery.preload import environment, shell_exports
 
     require_serving(args.mountpoint)
     print(shell_exports(environment(args.mountpoint, os.environ.get("LD_PRELOAD", ""))), end="")
     return 0
 
 
-COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "tree": _cmd_tree,
-            "render": _cmd_render, "cdi": _cmd_cdi, "preload-env": _cmd_preload_env}
+COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "cleanup": _cmd_cleanup,
+            "tree": _cmd_tree, "render": _cmd_render, "cdi": _cmd_cdi,
+            "preload-env": _cmd_preload_env}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

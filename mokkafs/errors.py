@@ -1,8 +1,15 @@
 """The exceptions mokkafs raises on purpose.
 
     MokkafsError                 base; a user-facing message, printed without a traceback
-    ├── ProfileError             a profile that cannot be compiled; carries one Problem per defect
-    └── MountError               a mountpoint that is missing, busy or cannot be mounted
+    ├── UsageError               arguments that cannot work together                    (exit 2)
+    ├── ProfileError             a profile that cannot be compiled; one Problem per defect (2)
+    ├── MountError               a mountpoint that is missing, busy or cannot be mounted  (3)
+    ├── CdiError                 a CDI spec that cannot be published, or an unsafe place  (4)
+    ├── MetricsError             a metrics address that cannot be served                  (5)
+    ├── ControlError             a control socket that cannot be served or reached        (6)
+    └── InternalError            a bug met while applying an update (its traceback is logged)
+
+Each kind exits with its own status (README, "Exit status"); 1 is left for the unexpected.
 
 Everything else that escapes is a bug. Inside FUSE handlers only ``pyfuse3.FUSEError`` may
 escape; ``mokkafs.fuse.adapter`` turns anything else into EIO.
@@ -12,13 +19,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+EXIT_INTERNAL = 1
 EXIT_USAGE = 2
+EXIT_MOUNTPOINT = 3
+EXIT_CDI = 4
+EXIT_METRICS = 5
+EXIT_CONTROL = 6
 
 
 class MokkafsError(Exception):
     """An error whose message is meant for the user, as it is."""
 
-    exit_code = 1
+    exit_code = EXIT_INTERNAL
+
+
+class UsageError(MokkafsError):
+    """Arguments or settings that cannot work (a cache mode the installed pyfuse3 lacks)."""
+
+    exit_code = EXIT_USAGE
 
 
 @dataclass(frozen=True)
@@ -57,4 +75,32 @@ class ProfileError(MokkafsError):
 class MountError(MokkafsError):
     """The mountpoint cannot be used: missing, not a directory, or already serving."""
 
-    exit_code = EXIT_USAGE
+    exit_code = EXIT_MOUNTPOINT
+
+
+class CdiError(MokkafsError):
+    """The CDI spec cannot be published, or not safely (its directories)."""
+
+    exit_code = EXIT_CDI
+
+
+class MetricsError(MokkafsError):
+    """The metrics address cannot be served (malformed, or in use)."""
+
+    exit_code = EXIT_METRICS
+
+
+class ControlError(MokkafsError):
+    """The control socket cannot be served, or (for a client) reached."""
+
+    exit_code = EXIT_CONTROL
+
+
+class InternalError(MokkafsError):
+    """A bug met while loading or applying an update: reported like a bad input (the last good
+    view keeps serving), with the traceback in the log."""
+
+
+def internal_error(what: str, exc: BaseException) -> InternalError:
+    return InternalError(f"{what}: {type(exc).__name__}: {exc} (a mokkafs bug; the "
+                         "traceback is in the log)")

@@ -15,7 +15,7 @@ import pytest
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import load_state
 from mokkafs.state import HostFacts, State
-from mokkafs.swap import build_tree
+from mokkafs.surfaces import build_tree
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File, Symlink
 from tests.helpers.mounts import (

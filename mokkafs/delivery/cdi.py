@@ -23,8 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from mokkafs.errors import MokkafsError
-from mokkafs.repair import PROPAGATED
+from mokkafs.delivery.repair import PROPAGATED
+from mokkafs.errors import CdiError, MokkafsError, UsageError
+from mokkafs.host.mountinfo import mounted_at
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +43,9 @@ DeviceNode = tuple[str, int, int]  # container path, major, minor
 
 def hook_path() -> str:
     """The static ``mokkafs-hook`` built into the package (native/mokkafs_hook.c)."""
-    found = Path(__file__).resolve().parent / "bin" / "mokkafs-hook"
+    found = Path(__file__).resolve().parents[1] / "bin" / "mokkafs-hook"
     if not os.access(found, os.X_OK):
-        raise MokkafsError("mokkafs-hook is not built; reinstall mokkafs "
+        raise CdiError("mokkafs-hook is not built; reinstall mokkafs "
                            "(pip install . compiles native/)")
     return str(found)
 
@@ -57,14 +58,16 @@ def spec_file_name(kind: str) -> str:
 def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = NEWEST,
                hook: str | None = None, kind: str = KIND) -> dict[str, Any]:
     if version not in VERSIONS:
-        raise MokkafsError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
+        raise UsageError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
     mnt = os.path.abspath(mountpoint)
     # The mountpoint's parent, held with slave propagation: a restarted daemon's new mount
-    # appears there inside running containers (mokkafs.repair re-binds the kernel paths).
+    # appears there inside running containers (mokkafs.delivery.repair re-binds the kernel paths).
+    # Every bind is read-only all the way down ("rro": runc >= 1.1, crun), so no mount below
+    # one can be written through it; the parent holds nothing but the mount (check_parent).
     parent = {"hostPath": os.path.dirname(mnt), "containerPath": PROPAGATED,
-              "options": ["rbind", "ro", "rslave", "nosuid", "nodev", "noexec"]}
+              "options": ["rbind", "rro", "rslave", "nosuid", "nodev", "noexec"]}
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
-                 "options": ["rbind", "ro", "nosuid", "nodev", "noexec"]}
+                 "options": ["rbind", "rro", "nosuid", "nodev", "noexec"]}
     proc_hook = {"hookName": "createContainer", "path": hook or hook_path(),
                  "args": ["mokkafs-hook", "bind", f"{mnt}/proc/devices", "/proc/devices"]}
     proc_mount = {"hostPath": f"{mnt}/proc/devices", "containerPath": "/proc/devices",
@@ -95,7 +98,7 @@ def validate(spec: dict[str, Any], schema: Path = SCHEMA) -> None:
     from referencing.jsonschema import DRAFT7
 
     if not schema.exists():
-        raise MokkafsError(f"CDI schema {schema} is missing")
+        raise CdiError(f"CDI schema {schema} is missing")
     main = json.loads(schema.read_text())
     registry: Registry[Any] = Registry()
     defs = schema.parent / "defs.json"
@@ -105,7 +108,7 @@ def validate(spec: dict[str, Any], schema: Path = SCHEMA) -> None:
     validator = jsonschema.Draft7Validator(main, registry=registry)
     errors = sorted(validator.iter_errors(spec), key=lambda e: list(e.path))
     if errors:
-        raise MokkafsError("CDI spec does not match the schema: " + "; ".join(
+        raise CdiError("CDI spec does not match the schema: " + "; ".join(
             f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors))
 
 
@@ -126,11 +129,8 @@ def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
 
 def require_serving(mountpoint: Path) -> None:
     """Raise unless a mokkafs mount serves at ``mountpoint``."""
-    target = os.path.abspath(mountpoint)
-    with open("/proc/self/mountinfo") as f:
-        kinds = [line.split(" - ")[1].split()[0] for line in f
-                 if line.split()[4] == target and " - " in line]
-    if not kinds or kinds[-1] != "fuse.mokkafs":
+    stack = mounted_at(os.path.abspath(mountpoint))
+    if not stack or stack[-1].fstype != "fuse.mokkafs":
         raise MokkafsError(f"{mountpoint} is not a mokkafs mount; start `mokkafs mount` first")
     try:
         (mountpoint / "proc/devices").read_bytes()
@@ -150,6 +150,29 @@ def write_atomically(spec: dict[str, Any], path: Path) -> None:
     os.replace(tmp, path)
 
 
+def check_parent(mountpoint: Path) -> Path:
+    """The mountpoint's parent, which every container given the spec holds (for restart
+    survival): it must hold nothing but the mountpoint, belong to root and be writable by root
+    alone, or a container would see (and through sockets reach) whatever else is there. It is
+    created, mode 0700, when missing. Raises ``CdiError`` naming the fix."""
+    mnt = Path(os.path.abspath(mountpoint))
+    parent = mnt.parent
+    if parent == mnt or parent == Path("/"):
+        raise CdiError(f"{mnt}: with --cdi-dir the mountpoint needs a parent directory of its "
+                       "own, e.g. /run/mokkafs/node")
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = parent.stat()
+    others = sorted(set(os.listdir(parent)) - {mnt.name})
+    if others or st.st_uid != 0 or st.st_mode & 0o022:
+        what = (f"it also holds {', '.join(others[:5])}" if others else
+                f"it is owned by uid {st.st_uid}" if st.st_uid != 0 else
+                f"it is writable by others (mode {st.st_mode & 0o777:o})")
+        raise CdiError(f"{parent} cannot be given to containers: {what}. Every container "
+                       f"given the spec sees this directory; mount at a path whose parent "
+                       f"holds nothing else, e.g. {parent}/mokkafs/{mnt.name} (created 0700)")
+    return parent
+
+
 class Publisher:
     """Keeps ``<cdi_dir>/<kind>.json`` in step with a serving mount."""
 
@@ -161,16 +184,50 @@ class Publisher:
         self.kind = kind
         self.hook = hook or hook_path()
         self.published = False
+        self.closed = False  # retracted for good: the mount is going
 
     def publish(self, nodes: list[DeviceNode]) -> None:
+        """Write the spec (unless retracted for good). Raises ``CdiError``."""
+        if self.closed:
+            return
         spec = build_spec(self.mountpoint, nodes, self.version, self.hook, self.kind)
         validate(spec)
-        write_atomically(spec, self.path)
+        try:
+            write_atomically(spec, self.path)
+        except OSError as exc:
+            raise CdiError(f"cannot write the CDI spec {self.path}: {exc.strerror}") from None
         self.published = True
         log.info("published CDI spec %s (kind %s)", self.path, self.kind)
 
     def retract(self) -> None:
+        """Remove the spec this publisher wrote, for good (never raises: it runs at
+        shutdown)."""
+        self.closed = True
         if self.published:
-            self.path.unlink(missing_ok=True)
             self.published = False
-            log.info("retracted CDI spec %s", self.path)
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.error("could not retract CDI spec %s: %s", self.path, exc)
+            else:
+                log.info("retracted CDI spec %s", self.path)
+
+    def prepare(self) -> None:
+        """Before mounting: the CDI directory is usable, and a spec a killed daemon left
+        (naming a mount that is gone) is removed. Raises ``CdiError``."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CdiError(f"CDI directory {self.path.parent}: {exc.strerror}; give --cdi-dir "
+                           "a directory the runtime reads (/etc/cdi or /var/run/cdi)") from None
+        remove_spec(self.path)
+
+
+def remove_spec(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise CdiError(f"cannot remove the stale CDI spec {path}: {exc.strerror}") from None
+    log.warning("removed %s, a CDI spec left by a daemon that did not stop cleanly", path)

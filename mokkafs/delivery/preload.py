@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mokkafs.errors import MokkafsError
 
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # where pip builds the shim
 
 
 def library() -> Path:

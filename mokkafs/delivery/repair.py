@@ -1,4 +1,4 @@
-"""Re-attach running containers to a restarted daemon.
+"""Restart survival: the shared parent containers hold, and re-attaching them to a new daemon.
 
 The kernel cannot hand a dead FUSE connection to a new server, and a container's binds of
 the old mount stay dead (ENOTCONN) forever. What can be done: the mountpoint's parent is a
@@ -7,7 +7,11 @@ appears there inside every container at once; then each container's dead binds o
 filesystem (found in /proc/<pid>/mountinfo by the fsname ``mokkafs@<mountpoint>``) are
 replaced by binds of the same paths from that live copy, inside the container's mount
 namespace. ``setns`` into a mount namespace needs a single-threaded process, hence the helper
-``python -m mokkafs.repair`` per namespace.
+``python -m mokkafs.delivery.repair`` per namespace.
+
+The parent is made a shared mount by binding it onto itself (``SharedParent``). That bind is
+removed when the daemon stops, unless running containers still hold it: they need it to be
+re-attached by the next daemon, which adopts it, and removes it in turn once none does.
 """
 
 from __future__ import annotations
@@ -17,80 +21,95 @@ import logging
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 
-from mokkafs import linux
+from mokkafs.fuse.mount import fsname
+from mokkafs.host import linux
+from mokkafs.host.mountinfo import MountEntry, mounted_at, mounts_of
 
 log = logging.getLogger(__name__)
 
 PROPAGATED = "/run/mokkafs-host"  # where containers see the mountpoint's parent
 
 
-def fsname(mountpoint: Path) -> str:
-    return f"mokkafs@{os.path.abspath(mountpoint)}"
-
-
-def share_parent(mountpoint: Path) -> Path:
-    """Make the mountpoint's parent a shared mount (binding it onto itself if it is not a
-    mount yet), so a new mount below it propagates into containers that hold it."""
-    parent = Path(os.path.abspath(mountpoint)).parent
-    # Not os.path.ismount: a directory bound onto itself keeps its device and inode, and only
-    # the mount table knows it is a mount point.
-    if not any(m.point == str(parent) for m in mounts_of(os.getpid())):
-        linux.mount(str(parent), str(parent), None, linux.MS_BIND)
-    linux.mount(None, str(parent), None, linux.MS_SHARED)
-    return parent
-
-
-def _unescape(field: str) -> str:
-    return field.encode().decode("unicode_escape") if "\\" in field else field
-
-
-@dataclass(frozen=True)
-class MountEntry:
-    dev: str
-    root: str
-    point: str
-    fstype: str
-    source: str
-
-
-def mounts_of(pid: int) -> list[MountEntry]:
-    entries = []
-    try:
-        lines = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        head, _, tail = line.partition(" - ")
-        fields, rest = head.split(), tail.split()
-        if len(fields) < 5 or len(rest) < 2:
+def _other_namespaces(proc: Path = Path("/proc")) -> dict[int, int]:
+    """{mount namespace inode: one pid in it}, for every namespace but our own."""
+    own = os.stat(proc / "self/ns/mnt").st_ino
+    found: dict[int, int] = {}
+    for entry in sorted(os.scandir(proc), key=lambda e: e.name):
+        if not entry.name.isdigit():
             continue
-        entries.append(MountEntry(fields[2], _unescape(fields[3]), _unescape(fields[4]),
-                                  rest[0], _unescape(rest[1])))
-    return entries
+        try:
+            ns = os.stat(f"{entry.path}/ns/mnt").st_ino
+        except OSError:
+            continue
+        if ns != own:
+            found.setdefault(ns, int(entry.name))
+    return found
+
+
+def _ours(mountpoint: Path, pid: int) -> list[MountEntry]:
+    name = fsname(mountpoint)
+    return [m for m in mounts_of(pid) if m.fstype == "fuse.mokkafs" and m.source == name]
+
+
+def holders(mountpoint: Path) -> list[int]:
+    """One pid per other mount namespace that holds this filesystem (a container)."""
+    return [pid for pid in _other_namespaces().values() if _ours(mountpoint, pid)]
+
+
+def _is_self_bind(point: Path) -> bool:
+    """Whether the top mount at ``point`` is its own directory bound onto itself (what
+    ``SharedParent`` makes), as opposed to a filesystem or volume mounted there."""
+    stack = mounted_at(point)
+    if not stack:
+        return False
+    top = stack[-1]
+    below = [m for m in mounts_of() if m.point != str(point)
+             and (str(point).startswith(m.point.rstrip("/") + "/") or m.point == "/")]
+    if not below:
+        return False
+    under = max(below, key=lambda m: len(m.point))  # the mount the directory lives on
+    inside = os.path.relpath(point, under.point)
+    return top.dev == under.dev and os.path.normpath(os.path.join(under.root, inside)) == top.root
+
+
+class SharedParent:
+    """The mountpoint's parent as a shared mount while the daemon runs (see the module
+    docstring). Enter before mounting: the mount must propagate."""
+
+    def __init__(self, mountpoint: Path) -> None:
+        self.mountpoint = Path(os.path.abspath(mountpoint))
+        self.parent = self.mountpoint.parent
+        self.ours = False  # a self-bind we made or adopted, ours to remove
+
+    def __enter__(self) -> SharedParent:
+        parent = str(self.parent)
+        if not mounted_at(parent):
+            linux.mount(parent, parent, None, linux.MS_BIND)
+        self.ours = _is_self_bind(self.parent)
+        linux.mount(None, parent, None, linux.MS_SHARED)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self.ours:
+            return
+        held = holders(self.mountpoint)
+        if held:
+            log.info("keeping %s shared: running containers hold it (pids %s) and will be "
+                     "re-attached by the next daemon", self.parent, held[:5])
+            return
+        linux.umount_lazily(str(self.parent))
 
 
 def plan(mountpoint: Path, live_dev: str) -> dict[int, list[tuple[str, str]]]:
     """{pid: [(source, target)]}: one process per mount namespace that holds dead binds of
     this filesystem, with the live path to bind over each dead one (paths as it sees them)."""
-    name = fsname(mountpoint)
-    own_ns = os.stat("/proc/self/ns/mnt").st_ino
-    seen: set[int] = set()
     work: dict[int, list[tuple[str, str]]] = {}
-    for entry in sorted(Path("/proc").iterdir(), key=lambda p: p.name):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        try:
-            ns = os.stat(f"/proc/{pid}/ns/mnt").st_ino
-        except OSError:
-            continue
-        if ns == own_ns or ns in seen:
-            continue
-        seen.add(ns)
-        mounts = [m for m in mounts_of(pid) if m.fstype == "fuse.mokkafs" and m.source == name]
+    for pid in _other_namespaces().values():
+        mounts = _ours(mountpoint, pid)
         live = [m for m in mounts if m.dev == live_dev and m.root == "/"
                 and m.point.startswith(PROPAGATED + "/")]
         dead = [m for m in mounts if m.dev != live_dev]
@@ -105,7 +124,7 @@ def repair(mountpoint: Path) -> int:
     live_dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     fixed = 0
     for pid, binds in plan(mountpoint, live_dev).items():
-        result = subprocess.run([sys.executable, "-m", "mokkafs.repair", str(pid),
+        result = subprocess.run([sys.executable, "-m", "mokkafs.delivery.repair", str(pid),
                                  json.dumps(binds)], capture_output=True, text=True,
                                 timeout=30, check=False)
         if result.returncode == 0:

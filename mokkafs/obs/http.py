@@ -1,81 +1,127 @@
-"""A small trio HTTP endpoint: /metrics, /healthz (liveness) and /readyz (per-surface state).
+"""A small trio HTTP endpoint: /metrics, /healthz (liveness) and /readyz (readiness).
 
 /healthz answers 200 while the process runs, whatever the profile says; /readyz answers 200
-only while the mount serves, with the generation, last success and last error as JSON.
-Metrics are rendered in a worker thread so a scrape never holds up the FUSE loop.
+only while the mount serves and follows its profile, with the facts as JSON. HTTP is parsed by
+h11. The endpoint can never starve the view of file descriptors or the loop of time: at most
+``MAX_CONNECTIONS`` are served at once (more are closed as soon as accepted), each gets
+``REQUEST_TIMEOUT`` seconds, and metrics are rendered in a worker thread.
 """
 
 from __future__ import annotations
 
+import http
 import json
 import logging
-from functools import partial
 
+import h11
 import trio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from mokkafs.errors import MokkafsError
-from mokkafs.obs.metrics import Health, Metrics
+from mokkafs.errors import MetricsError
+from mokkafs.obs.metrics import Metrics
+from mokkafs.obs.status import Status
 
 log = logging.getLogger(__name__)
 
-MAX_REQUEST = 8192
-REQUEST_TIMEOUT = 5.0
+MAX_CONNECTIONS = 16
+REQUEST_TIMEOUT = 2.0
 
 
 def parse_address(text: str) -> tuple[str, int]:
     """``127.0.0.1:9464``, ``[::1]:9464`` or ``:9464`` (loopback)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise MokkafsError(f"--metrics {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise MetricsError(f"--metrics {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-def _response(status: str, body: bytes, content_type: str) -> bytes:
-    head = (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
-    return head.encode() + body
+async def _answer(target: bytes, metrics: Metrics, status: Status) -> tuple[int, bytes, bytes]:
+    """(status code, body, content type) for a GET of ``target``."""
+    path = target.split(b"?", 1)[0]
+    if path == b"/metrics":
+        body = await trio.to_thread.run_sync(generate_latest, metrics.registry)
+        return 200, body, CONTENT_TYPE_LATEST.encode()
+    if path == b"/healthz":
+        return 200, b"ok\n", b"text/plain"
+    if path == b"/readyz":
+        report = status.report()
+        return (200 if report["ready"] else 503, json.dumps(report, indent=1).encode() + b"\n",
+                b"application/json")
+    return 404, b"try /metrics, /healthz, /readyz\n", b"text/plain"
 
 
-async def _handle(metrics: Metrics, health: Health, stream: trio.SocketStream) -> None:
-    try:
-        with trio.move_on_after(REQUEST_TIMEOUT):
-            data = b""
-            while b"\r\n\r\n" not in data and len(data) < MAX_REQUEST:
-                chunk = await stream.receive_some(4096)
-                if not chunk:
-                    break
-                data += chunk
-            method, _, rest = data.partition(b" ")
-            path = rest.split(b" ", 1)[0].split(b"?", 1)[0].decode(errors="replace")
-            if method not in (b"GET", b"HEAD"):
-                reply = _response("405 Method Not Allowed", b"GET only\n", "text/plain")
-            elif path == "/metrics":
-                body = await trio.to_thread.run_sync(generate_latest, metrics.registry)
-                reply = _response("200 OK", body, CONTENT_TYPE_LATEST)
-            elif path == "/healthz":
-                reply = _response("200 OK", b"ok\n", "text/plain")
-            elif path == "/readyz":
-                report = health.report()
-                status = "200 OK" if report["ready"] else "503 Service Unavailable"
-                reply = _response(status, json.dumps(report, indent=1).encode() + b"\n",
-                                  "application/json")
+async def _serve_one(stream: trio.SocketStream, metrics: Metrics, status: Status) -> None:
+    conn = h11.Connection(h11.SERVER)
+    with trio.move_on_after(REQUEST_TIMEOUT):
+        try:
+            while True:
+                event = conn.next_event()
+                if event is h11.NEED_DATA:
+                    conn.receive_data(await stream.receive_some(4096))
+                    continue
+                if not isinstance(event, h11.Request):
+                    return  # closed before a whole request came
+                break
+            if event.method in (b"GET", b"HEAD"):
+                code, body, kind = await _answer(event.target, metrics, status)
             else:
-                reply = _response("404 Not Found", b"try /metrics, /healthz, /readyz\n",
-                                  "text/plain")
-            await stream.send_all(reply)
-    except trio.BrokenResourceError:
-        pass
+                code, body, kind = 405, b"GET or HEAD only\n", b"text/plain"
+            await _send(stream, conn, code, body, kind, head=event.method == b"HEAD")
+        except h11.RemoteProtocolError:
+            if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                await _send(stream, conn, 400, b"bad request\n", b"text/plain")
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+
+async def _send(stream: trio.SocketStream, conn: h11.Connection, code: int, body: bytes,
+                kind: bytes, head: bool = False) -> None:
+    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close")]
+    reason = http.HTTPStatus(code).phrase.encode()
+    out = conn.send(h11.Response(status_code=code, headers=headers, reason=reason)) or b""
+    if not head:
+        out += conn.send(h11.Data(data=body)) or b""
+    out += conn.send(h11.EndOfMessage()) or b""
+    await stream.send_all(out)
+
+
+async def _accept(listener: trio.SocketListener, metrics: Metrics, status: Status,
+                  slots: trio.Semaphore, nursery: trio.Nursery) -> None:
+    while True:
+        stream = await listener.accept()
+        try:
+            slots.acquire_nowait()
+        except trio.WouldBlock:  # full: shed it at once rather than queue it
+            await stream.aclose()
+            continue
+        nursery.start_soon(_connection, stream, metrics, status, slots)
+
+
+async def _connection(stream: trio.SocketStream, metrics: Metrics, status: Status,
+                      slots: trio.Semaphore) -> None:
+    try:
+        await _serve_one(stream, metrics, status)
     finally:
-        await stream.aclose()
+        slots.release()
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
 
 
-async def serve_http(address: str, metrics: Metrics, health: Health, *,
+async def serve_http(address: str, metrics: Metrics, status: Status, *,
+                     max_connections: int = MAX_CONNECTIONS,
                      task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until cancelled; reports the bound port through ``task_status``."""
+    """Serve until cancelled; reports the bound port through ``task_status``. Raises
+    ``MetricsError`` when the address cannot be bound."""
     host, port = parse_address(address)
-    listeners = await trio.open_tcp_listeners(port, host=host)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        raise MetricsError(f"--metrics {address}: cannot listen there: {exc.strerror}") from None
     bound = listeners[0].socket.getsockname()[1]
     log.info("metrics and health on http://%s:%d/", host, bound)
-    task_status.started(bound)  # the listeners are bound: connections queue from here
-    await trio.serve_listeners(partial(_handle, metrics, health), listeners)
+    slots = trio.Semaphore(max_connections)
+    async with trio.open_nursery() as nursery:
+        task_status.started(bound)  # the listeners are bound: connections queue from here
+        for listener in listeners:
+            nursery.start_soon(_accept, listener, metrics, status, slots, nursery)

@@ -1,45 +1,77 @@
-"""The daemon's metrics and health, in a registry of its own (no process-global state)."""
+"""The daemon's metrics, in a registry of its own (no process-global state).
+
+Facts the daemon keeps anyway (generation, inodes, counts of swaps and errors) are read from
+its ``Status`` at scrape time by a collector; only what happens per event (request and swap
+durations) is recorded here.
+"""
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from mokkafs.obs.status import Status
 
 FUSE_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 1e-1)
 SWAP_BUCKETS = (1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
+class StatusCollector(Collector):
+    def __init__(self, status: Status) -> None:
+        self.status = status
+
+    def collect(self) -> Iterator[Metric]:
+        s = self.status
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, value=value)
+
+        yield gauge("mokkafs_generation", "Generation of the State being served", s.generation)
+        yield gauge("mokkafs_inodes", "Inodes in the view being served", s.inodes)
+        yield gauge("mokkafs_last_successful_load_timestamp_seconds",
+                    "When the State being served was loaded", s.last_success or 0)
+        yield gauge("mokkafs_following",
+                    "1 while the source sees changes of its profile", int(s.following))
+        yield gauge("mokkafs_serving", "1 while the mount serves", int(s.serving))
+        mode = GaugeMetricFamily("mokkafs_cache_mode_info",
+                                 "1 for the cache mode the mount serves in", labels=["mode"])
+        mode.add_metric([s.cache_mode], 1)
+        yield mode
+        yield CounterMetricFamily("mokkafs_swaps", "Views swapped in after a successful load",
+                                  value=s.swaps)
+        yield CounterMetricFamily("mokkafs_source_errors",
+                                  "Loads that failed; the last good State stays in force",
+                                  value=s.source_errors)
+        failed = CounterMetricFamily("mokkafs_apply_errors",
+                                     "Failures while applying a loaded State, by stage",
+                                     labels=["stage"])
+        for stage in ("build", "invalidate", "publish"):
+            failed.add_metric([stage], s.apply_errors.get(stage, 0))
+        yield failed
+        yield CounterMetricFamily("mokkafs_invalidations",
+                                  "Kernel cache invalidations sent after swaps",
+                                  value=s.invalidations)
+
+
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, status: Status) -> None:
         r = self.registry = CollectorRegistry()
-        self.generation = Gauge("mokkafs_generation", "Generation of the State being served",
-                                registry=r)
-        self.swaps = Counter("mokkafs_swaps", "Views swapped in after a successful load",
-                             registry=r)
-        self.source_errors = Counter("mokkafs_source_errors",
-                                     "Loads that failed; the last good State stays in force",
-                                     registry=r)
+        r.register(StatusCollector(status))
         self.swap_seconds = Histogram("mokkafs_swap_duration_seconds",
                                       "Build, swap and kernel invalidation of a new view",
                                       buckets=SWAP_BUCKETS, registry=r)
-        self.invalidations = Counter("mokkafs_invalidations",
-                                     "Kernel cache invalidations sent after swaps", registry=r)
         self.invalidation_seconds = Histogram(
             "mokkafs_invalidation_duration_seconds",
             "Sending one swap's kernel cache invalidations (a worker thread)",
             buckets=SWAP_BUCKETS, registry=r)
-        self.inodes = Gauge("mokkafs_inodes", "Inodes in the view being served", registry=r)
-        self.last_success = Gauge("mokkafs_last_successful_load_timestamp_seconds",
-                                  "When the State being served was loaded", registry=r)
         self.fuse_requests = Counter("mokkafs_fuse_requests", "FUSE requests by operation",
                                      ["op"], registry=r)
         self.fuse_seconds = Histogram("mokkafs_fuse_request_duration_seconds",
                                       "Time to answer a FUSE request, by operation", ["op"],
                                       buckets=FUSE_BUCKETS, registry=r)
-        self.cache_mode = Gauge("mokkafs_cache_mode_info",
-                                "1 for the cache mode the mount serves in", ["mode"], registry=r)
         self._per_op: dict[str, tuple[Counter, Histogram]] = {}
 
     def observe_request(self, op: str, seconds: float) -> None:
@@ -49,30 +81,3 @@ class Metrics:
                                            self.fuse_seconds.labels(op))
         children[0].inc()
         children[1].observe(seconds)
-
-
-@dataclass
-class Health:
-    """What /readyz reports. ``serving`` is true from the mount until shutdown begins."""
-
-    serving: bool = False
-    generation: int = 0
-    source: str = ""
-    last_success: float | None = None
-    last_error: str | None = None
-    last_error_at: float | None = None
-    surfaces: dict[str, int] = field(default_factory=dict)  # surface -> nodes it serves
-
-    def report(self) -> dict[str, object]:
-        return {
-            "ready": self.serving,
-            "generation": self.generation,
-            "source": self.source,
-            "last_success": self.last_success,
-            "last_error": self.last_error,
-            "last_error_at": self.last_error_at,
-            "surfaces": {name: {"status": "ok" if self.serving else "not serving",
-                                "nodes": nodes, "generation": self.generation}
-                         for name, nodes in self.surfaces.items()},
-            "now": time.time(),
-        }

@@ -19,10 +19,10 @@ import bisect
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mokkafs import ib_identity
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile.load import YamlPath, format_path
-from mokkafs.profile.schema import DeviceOverride, InfiniBand, Profile
+from mokkafs.profile import identity as ib_identity
+from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.schema import MAX_CPUS, DeviceOverride, InfiniBand, Profile
 from mokkafs.state import (
     IB_ERROR_COUNTERS,
     Bar,
@@ -56,6 +56,13 @@ HCA_PCIE_GEN = {0x1017: 3, 0x1019: 4, 0x101B: 4, 0x101D: 4, 0x1021: 5, 0x1023: 6
 
 MIB = 1 << 20
 
+# A bound on what the InfiniBand surface may cost: files per HCA and per port besides the GID
+# and P_Key tables (counted in surfaces/infiniband.py), and the most a node may have in all
+# (256 HCAs with the default tables are about 31,000).
+HCA_NODES = 40
+PORT_NODES = 60
+MAX_IB_NODES = 150_000
+
 
 @dataclass(frozen=True)
 class Options:
@@ -69,20 +76,6 @@ class Options:
     counter_quantum: float = 0.1
     host: HostFacts = field(default_factory=HostFacts)
     infiniband: bool = True  # False: serve no IB surface whatever the profile says
-
-
-class _Problems:
-    def __init__(self, lines: dict[YamlPath, int]) -> None:
-        self.lines = lines
-        self.items: list[Problem] = []
-
-    def add(self, path: YamlPath, message: str) -> None:
-        line = None
-        probe = path
-        while probe and line is None:
-            line = self.lines.get(probe)
-            probe = probe[:-1]
-        self.items.append(Problem(format_path(path), message, line))
 
 
 @dataclass
@@ -106,7 +99,7 @@ def _parse_cpulist(text: str) -> tuple[int, ...]:
             continue
         lo, _, hi = part.partition("-")
         first, last = int(lo), int(hi or lo)
-        if last < first or last > 65535:
+        if last < first or last >= MAX_CPUS:
             raise ValueError(part)
         cpus.update(range(first, last + 1))
     return tuple(sorted(cpus))
@@ -116,7 +109,7 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def _gpus(profile: Profile, problems: _Problems) -> list[_Gpu]:
+def _gpus(profile: Profile, problems: Problems) -> list[_Gpu]:
     overrides: dict[int, tuple[int, DeviceOverride | None]] = {}
     for pos, entry in enumerate(profile.devices):
         if entry.index in overrides:
@@ -160,7 +153,7 @@ def _gpus(profile: Profile, problems: _Problems) -> list[_Gpu]:
     return gpus
 
 
-def _roots(profile: Profile, problems: _Problems, members: dict[str, YamlPath],
+def _roots(profile: Profile, problems: Problems, members: dict[str, YamlPath],
            ) -> tuple[dict[str, tuple[str, int, str | None]], dict[str, str]]:
     """Roots as {id: (id, numa, cpu_affinity)} and placement {bdf: root id}."""
     roots: dict[str, tuple[str, int, str | None]] = {}
@@ -248,7 +241,7 @@ def _place_hcas(count: int, gpus: list[_Gpu], placement: dict[str, str],
 def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                     options: Options) -> State:
     """Compile a validated profile into a State, or raise ``ProfileError`` naming every problem."""
-    problems = _Problems(lines)
+    problems = Problems(filename, lines)
     gpus = _gpus(profile, problems)
     members: dict[str, YamlPath] = {}
     for gpu in gpus:
@@ -262,8 +255,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                          f"{sw.bdf} is already used by another device")
         members[sw.bdf] = ("nvlink", "switches", si)
     roots_decl, placement = _roots(profile, problems, members)
-    if problems.items:
-        raise ProfileError(filename, problems.items)
+    problems.check()
 
     topo = profile.pcie_topology
     cores = topo.cores_per_numa if topo else 64
@@ -274,10 +266,16 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                 root_cpus[rid] = _parse_cpulist(affinity)
             except ValueError:
                 problems.add(("pcie_topology", "root_complexes", ri, "cpu_affinity"),
-                             f"expected a CPU list such as 0-55,112-167, got {affinity!r}")
+                             f"expected a CPU list such as 0-55,112-167 (CPUs 0-{MAX_CPUS - 1}),"
+                             f" got {affinity!r}")
         elif numa >= 0:
             root_cpus[rid] = tuple(range(numa * cores, (numa + 1) * cores))
     nr_cpus = max((max(c) + 1 for c in root_cpus.values() if c), default=cores)
+    if nr_cpus > MAX_CPUS:
+        problems.add(("pcie_topology", "cores_per_numa"),
+                     f"the NUMA nodes and cores_per_numa make {nr_cpus} CPUs; no kernel runs "
+                     f"more than {MAX_CPUS}: lower cores_per_numa or the roots' numa_node")
+        problems.check()
     roots = tuple(sorted(
         (RootComplex(rid, numa, root_cpus.get(rid) or tuple(range(nr_cpus)))
          for rid, numa, _ in roots_decl.values()),
@@ -295,13 +293,20 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
             problems.add(("infiniband", "hca_count"),
                          f"{hca_count} HCAs x {ib.ports_per_hca} ports exceed the "
                          f"{ib_identity.SLOTS_PER_NODE} port identities a node has")
+        per_hca = HCA_NODES + ib.ports_per_hca * (
+            PORT_NODES + 3 * ib.gid_table_len + ib.pkey_table_len)
+        if hca_count * per_hca > MAX_IB_NODES:
+            problems.add(("infiniband", "gid_table_len"),
+                         f"{hca_count} HCAs with {ib.ports_per_hca} port(s), {ib.gid_table_len} "
+                         f"GIDs and {ib.pkey_table_len} P_Keys each would make about "
+                         f"{hca_count * per_hca:,} files; at most {MAX_IB_NODES:,} are served. "
+                         "Lower gid_table_len, pkey_table_len or the HCA count")
         for name in ib.traffic.errors_per_sec:
             if name not in IB_ERROR_COUNTERS:
                 known = ", ".join(IB_ERROR_COUNTERS)
                 problems.add(("infiniband", "traffic", "errors_per_sec", name),
                              f"not an error counter; expected one of {known}")
-    if problems.items:
-        raise ProfileError(filename, problems.items)
+    problems.check()
 
     used = {(int(b[5:7], 16), int(b[8:10], 16)) for b in members}
     reserved_buses = {int(b[5:7], 16) for b in members}
@@ -408,7 +413,7 @@ def _hcas(ib: InfiniBand, slots: list[tuple[str, str, int]], options: Options,
     return tuple(hcas)
 
 
-def _majors(profile: Profile, ib: bool, problems: _Problems, filename: str,
+def _majors(profile: Profile, ib: bool, problems: Problems, filename: str,
             ) -> tuple[CharMajor, ...]:
     pd = profile.proc_devices
     named = [(pd.nvidia_frontend, "nvidia-frontend", "nvidia_frontend"),
@@ -426,6 +431,5 @@ def _majors(profile: Profile, ib: bool, problems: _Problems, filename: str,
             problems.add(("proc_devices", key), f"major {major} is already used by {other}; "
                          "each driver needs its own major")
         owner.setdefault(major, name)
-    if problems.items:
-        raise ProfileError(filename, problems.items)
+    problems.check()
     return tuple(sorted((CharMajor(m, n) for m, n, _ in named), key=lambda c: (c.major, c.name)))

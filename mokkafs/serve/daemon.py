@@ -1,51 +1,105 @@
-"""The mount process. One trio nursery owns the FUSE loop, the source, the swapper, the
-metrics endpoint and the signal handler.
+"""The mount process, on one exit stack that registers each cleanup as its resource is taken.
 
-Start: load the first State (a bad profile exits before anything is mounted) -> check the
-mountpoint -> ``pyfuse3.init`` (the mount exists from here) -> once it answers, publish the CDI
-spec (``--cdi-dir``) -> readiness: a stderr line, and ``READY=1`` to systemd when
-``NOTIFY_SOCKET`` is set.
+Start, in order (anything that fails exits before the mount exists, with the status of its
+kind): load the first State -> check the mountpoint -> with ``--cdi-dir``, check the directory
+containers will hold and remove a spec a killed daemon left -> the metrics endpoint (its
+address is bound before anything is mounted) -> the host's sysfs instance -> share the
+mountpoint's parent -> mount -> once the mount answers, publish the CDI spec and re-attach
+containers a previous daemon left -> readiness: a stderr line, and ``READY=1`` to systemd.
 
-Stop (SIGINT/SIGTERM), in order, in a shielded scope bounded by ``SHUTDOWN_SECONDS``: stop the
-source, let a swap in progress finish its invalidations (they need the FUSE loop alive), mark
-not ready, retract the CDI spec, end the FUSE loop, unmount.
-SIGHUP re-reads the profile.
+While serving, one trio nursery runs the source, the swapper, the signal handler and the
+readiness step beside the FUSE loop (the metrics endpoint runs in an outer one, started first).
+
+Stop (SIGINT/SIGTERM), in a shielded scope bounded by ``Config.shutdown_seconds``: not ready,
+retract the CDI spec, stop the source and the swapper (a compile or build in a worker thread is
+abandoned; a batch of kernel invalidations being sent is finished), end the FUSE loop; then the
+exit stack unmounts, un-shares the parent (unless containers hold it), closes the sysfs
+instances and the metrics endpoint. A second stop signal changes nothing. SIGHUP re-reads the
+profile.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyfuse3
 import trio
 
-from mokkafs.cdi import Publisher
-from mokkafs.errors import MokkafsError
-from mokkafs.fuse.adapter import Operations, TreeHolder, mount_options
+from mokkafs.delivery.cdi import Publisher, check_parent
+from mokkafs.delivery.repair import SharedParent, repair
+from mokkafs.fuse.adapter import Operations
 from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.modes import CacheMode
-from mokkafs.fuse.mount import lazy_unmount, prepare_mountpoint
-from mokkafs.fuse.netns import NetnsSysfs
+from mokkafs.fuse.modes import CacheMode, serving
+from mokkafs.fuse.mount import Session, prepare_mountpoint
 from mokkafs.fuse.passthrough import HostView
+from mokkafs.fuse.view import TreeHolder, View
+from mokkafs.host import linux
+from mokkafs.host.mountinfo import mounts_of
+from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
-from mokkafs.obs.metrics import Health, Metrics
-from mokkafs.repair import fsname, repair, share_parent
+from mokkafs.obs.metrics import Metrics
+from mokkafs.obs.status import Status
+from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
 from mokkafs.state import State
+from mokkafs.surfaces import SURFACES, Surface, build_tree
 from mokkafs.surfaces.infiniband import device_numbers
-from mokkafs.swap import Swapper, build_tree
 from mokkafs.tree.build import Tree
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_SECONDS = 1.5
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@dataclass(frozen=True)
+class CdiConfig:
+    dir: Path
+    version: str
+    kind: str
+    hook: str | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the command line decides about the process."""
+
+    mountpoint: Path
+    cache_mode: CacheMode = CacheMode.KEEP_CACHE
+    metrics: str | None = None
+    cdi: CdiConfig | None = None
+    runtime_dir: Path = Path("/run/mokkafs-runtime")
+    shutdown_seconds: float = 5.0
+
+
+def default_announce(state: State, tree: Tree, mountpoint: Path, mode: CacheMode) -> str:
+    return (f"mokkafs: serving {state.source} as node {state.node_name} at {mountpoint} "
+            f"(generation {state.generation}, {len(tree.entries)} inodes, "
+            f"{mode.value} cache mode)")
+
+
+@dataclass
+class Wiring:
+    """The collaborators the process is built from (``mokkafs.cli.wire`` makes them; a test
+    may give others): where State comes from, the surfaces, the clock dynamic files are read
+    at, the /proc the host is seen through, the readiness line."""
+
+    source: Source
+    surfaces: Sequence[tuple[str, Surface]] = SURFACES
+    clock: Callable[[], float] = time.monotonic
+    proc: Path = Path("/proc")
+    announce: Callable[[State, Tree, Path, CacheMode], str] = default_announce
+    status: Status = field(default_factory=Status)
+
 
 def sd_notify(message: str) -> None:
     """Tell systemd (or any manager listening on ``NOTIFY_SOCKET``) about our state."""
@@ -61,59 +115,103 @@ def sd_notify(message: str) -> None:
             log.warning("NOTIFY_SOCKET %s: %s", addr, exc)
 
 
-def default_announce(state: State, tree: Tree, mountpoint: Path, mode: CacheMode) -> str:
-    return (f"mokkafs: serving {state.source} as node {state.node_name} at {mountpoint} "
-            f"(generation {state.generation}, {len(tree.entries)} inodes, "
-            f"{mode.value} cache mode)")
+def sweep_runtime_dir(runtime_dir: Path) -> None:
+    """Detach what a killed daemon left mounted below ``runtime_dir``."""
+    prefix = str(runtime_dir).rstrip("/") + "/"
+    for entry in reversed(mounts_of()):
+        if entry.point.startswith(prefix) and linux.umount_lazily(entry.point):
+            log.warning("detached %s, left mounted by a daemon that was killed", entry.point)
 
 
-class Daemon:
-    def __init__(self, source: Source, mountpoint: Path, *, metrics_address: str | None = None,
-                 runtime_dir: Path = Path("/run/mokkafs-runtime"),
-                 cdi: Publisher | None = None,
-                 cache_mode: CacheMode = CacheMode.KEEP_CACHE,
-                 announce: Callable[[State, Tree, Path, CacheMode], str] = default_announce,
-                 ) -> None:
-        self.cache_mode = cache_mode
-        self.source = source
-        self.mountpoint = mountpoint
-        self.metrics_address = metrics_address
-        self.announce = announce
-        self.runtime_dir = runtime_dir
-        self.cdi = cdi
-        self.metrics = Metrics()
-        self.health = Health()
-        self.metrics_port: int | None = None
+async def serve(config: Config, wiring: Wiring) -> None:
+    """Mount, serve until a stop signal, unmount. Raises the ``MokkafsError`` of its kind when
+    something it needs cannot be had (nothing is left mounted or published then)."""
+    status = wiring.status
+    status.cache_mode = config.cache_mode.value
+    status.watch = wiring.source
+    metrics = Metrics(status)
+    state = wiring.source.initial()
+    build = functools.partial(build_tree, surfaces=wiring.surfaces)
+    tree, counts = build(state, None)
+    prepare_mountpoint(config.mountpoint)
+    publisher = None
+    if config.cdi is not None:
+        check_parent(config.mountpoint)
+        publisher = Publisher(config.cdi.dir, config.mountpoint, config.cdi.version,
+                              config.cdi.kind, config.cdi.hook)
+        publisher.prepare()
+    sweep_runtime_dir(config.runtime_dir)
+
+    async with contextlib.AsyncExitStack() as stack:
+        outer = await stack.enter_async_context(trio.open_nursery())
+        stack.callback(outer.cancel_scope.cancel)
+        if config.metrics is not None:
+            await outer.start(serve_http, config.metrics, metrics, status)
+        netns = None
+        if state.host.sysfs:
+            netns = NetnsSysfs(config.runtime_dir / "scratch", proc=wiring.proc)
+            stack.callback(netns.close)
+        holder = TreeHolder(tree)
+        view = View(holder, None if netns is None else HostView(netns), clock=wiring.clock)
+        ops = Operations(view, serving(config.cache_mode, view), metrics.observe_request)
+        # From the moment a mount exists, a stop signal must lead to an unmount, never to a
+        # death that leaves a dead mount behind: the receiver handles them while serving, and
+        # its exit restores SIG_IGN (not the default action), so a second SIGTERM from a
+        # supervisor cannot interrupt the unmount.
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
+        if publisher is not None:
+            stack.enter_context(SharedParent(config.mountpoint))
+        stack.enter_context(Session(ops, config.mountpoint))
+        if publisher is not None:
+            stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
+        running = _Running(config, wiring, status, publisher, Swapper(
+            holder, state, counts, build=build, invalidator=Invalidator(), status=status,
+            metrics=metrics, clock=wiring.clock,
+            publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None))
+        inner = await stack.enter_async_context(trio.open_nursery())
+        stack.callback(inner.cancel_scope.cancel)
+        running.start(inner, state, tree)
+        await pyfuse3.main()
+    if running.failure is not None:
+        raise running.failure
+
+
+class _Running:
+    """The tasks beside the FUSE loop, and the ordered stop."""
+
+    def __init__(self, config: Config, wiring: Wiring, status: Status,
+                 publisher: Publisher | None, swapper: Swapper) -> None:
+        self.config = config
+        self.wiring = wiring
+        self.source = wiring.source
+        self.status = status
+        self.publisher = publisher
+        self.swapper = swapper
+        self.failure: Exception | None = None
         self._source_scope = trio.CancelScope()
-        self.failure: MokkafsError | None = None
-        self._swaps_done = trio.Event()
+        self._swapper_scope = trio.CancelScope()
+        self._swapper_done = trio.Event()
+        self._stopping = False
+
+    def start(self, nursery: trio.Nursery, state: State, tree: Tree) -> None:
+        send, recv = trio.open_memory_channel[Update](64)
+        nursery.start_soon(self._run_source, send, name="source")
+        nursery.start_soon(self._run_swapper, recv, name="swapper")
+        nursery.start_soon(self._signals, name="signals")
+        nursery.start_soon(self._ready, state, tree, name="ready")
 
     async def _run_source(self, send: trio.MemorySendChannel[Update]) -> None:
         async with send:
             with self._source_scope:
                 await self.source.run(send)
 
-    async def _apply_updates(self, recv: trio.MemoryReceiveChannel[Update],
-                             swapper: Swapper) -> None:
+    async def _run_swapper(self, recv: trio.MemoryReceiveChannel[Update]) -> None:
         try:
-            async with recv:
-                async for update in recv:
-                    await swapper.apply(update)
+            with self._swapper_scope:
+                await self.swapper.run(recv)
         finally:
-            self._swaps_done.set()
-
-    async def _shutdown(self) -> None:
-        with trio.move_on_after(SHUTDOWN_SECONDS) as scope:
-            scope.shield = True
-            self._source_scope.cancel()
-            await self._swaps_done.wait()
-            self.health.serving = False
-            sd_notify("STOPPING=1")
-            if self.cdi:  # no new container may be given a mount that is about to go
-                await trio.to_thread.run_sync(self.cdi.retract)
-        if scope.cancelled_caught:
-            log.warning("shutdown steps took over %.1fs; unmounting anyway", SHUTDOWN_SECONDS)
-        pyfuse3.terminate()
+            self._swapper_done.set()
 
     async def _signals(self) -> None:
         with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as signals:
@@ -123,80 +221,41 @@ class Daemon:
                     self.source.reload()
                     continue
                 log.info("received %s; unmounting", signal.Signals(signum).name)
-                await self._shutdown()
-                return
+                await self.stop()
 
-    async def _publish(self, state: State) -> None:
-        if self.cdi:
-            await trio.to_thread.run_sync(self.cdi.publish, device_numbers(state))
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        self.status.serving = False
+        sd_notify("STOPPING=1")
+        if self.publisher is not None:  # no new container may be given a mount about to go
+            self.publisher.retract()
+        with trio.move_on_after(self.config.shutdown_seconds) as scope:
+            scope.shield = True
+            self._source_scope.cancel()
+            self._swapper_scope.cancel()
+            await self._swapper_done.wait()
+        if scope.cancelled_caught:
+            log.warning("the swapper did not stop within %.1fs; unmounting anyway",
+                        self.config.shutdown_seconds)
+        pyfuse3.terminate()
 
     async def _ready(self, state: State, tree: Tree) -> None:
-        """Announce readiness once the mount answers a request (a stat of its root from a
-        worker thread, which only the running FUSE loop can satisfy), after the CDI spec."""
-        await trio.to_thread.run_sync(os.stat, self.mountpoint / "proc")
-        try:
-            await self._publish(state)
-        except (MokkafsError, OSError) as exc:
-            # Asked to give containers the mount and unable to: stop cleanly, loudly.
-            self.failure = MokkafsError(f"cannot publish the CDI spec: {exc}")
-            log.error("%s; unmounting", self.failure)
-            await self._shutdown()
-            return
-        if self.cdi:  # containers that outlived a previous daemon: attach them again
-            await trio.to_thread.run_sync(repair, self.mountpoint)
-        self.health.serving = True
-        print(self.announce(state, tree, self.mountpoint, self.cache_mode), file=sys.stderr,
-              flush=True)
-        sd_notify("READY=1")
-
-    async def serve(self) -> None:
-        """Mount, serve until a stop signal, unmount. Raises ``MokkafsError`` before mounting
-        if the first State cannot be loaded or the mountpoint cannot be used."""
-        state = self.source.initial()
-        tree, counts = build_tree(state)
-        holder = TreeHolder(tree)
-        prepare_mountpoint(self.mountpoint)
-        netns = NetnsSysfs(state.host.sysfs, self.runtime_dir) if state.host.sysfs else None
-        ops = Operations(holder, observe=self.metrics.observe_request,
-                         host=HostView(netns) if netns else None, mode=self.cache_mode)
-        self.metrics.cache_mode.labels(self.cache_mode.value).set(1)
-        # From the moment a mount exists, a stop signal must lead to an unmount, never to a
-        # death that leaves a dead mount behind: the receiver handles them while serving, and
-        # its exit restores SIG_IGN (not the default action) for the unmount itself, so a
-        # second SIGTERM from a supervisor cannot interrupt pyfuse3.close().
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
-        if self.cdi:
-            share_parent(self.mountpoint)  # before mounting: the mount must propagate
-        pyfuse3.init(ops, str(self.mountpoint),
-                     mount_options(fsname(self.mountpoint)))
-        swapper = Swapper(holder, state, Invalidator(), self.metrics, self.health,
-                          after_swap=self._publish if self.cdi else None)
-        swapper.record_success(state, counts)
-        mounted = True
-        try:
-            async with trio.open_nursery() as nursery:
-                if self.metrics_address:
-                    self.metrics_port = await nursery.start(
-                        serve_http, self.metrics_address, self.metrics, self.health)
-                send, recv = trio.open_memory_channel[Update](16)
-                nursery.start_soon(self._run_source, send, name="source")
-                nursery.start_soon(self._apply_updates, recv, swapper, name="swapper")
-                nursery.start_soon(self._signals, name="signals")
-                nursery.start_soon(self._ready, state, tree, name="ready")
-                await pyfuse3.main()
-                nursery.cancel_scope.cancel()
-        finally:
-            self.health.serving = False
+        """Announce readiness once the mount answers a request (a stat from a worker thread,
+        which only the running FUSE loop can satisfy), after the CDI spec."""
+        await trio.to_thread.run_sync(os.stat, self.config.mountpoint / "proc")
+        if self.publisher is not None:
             try:
-                pyfuse3.close(unmount=True)
-                mounted = False
-                log.info("unmounted %s", self.mountpoint)
-            except Exception:
-                log.exception("pyfuse3.close failed")
-            if mounted:
-                lazy_unmount(self.mountpoint)
-            if netns:
-                netns.close()
-        if self.failure:
-            raise self.failure
+                self.publisher.publish(device_numbers(self.swapper.state))
+            except Exception as exc:
+                # Asked to give containers the mount and unable to: stop cleanly, loudly.
+                self.failure = exc
+                log.error("cannot publish the CDI spec: %s; unmounting", exc)
+                await self.stop()
+                return
+            await trio.to_thread.run_sync(repair, self.config.mountpoint)
+        self.status.serving = True
+        print(self.wiring.announce(state, tree, self.config.mountpoint, self.config.cache_mode),
+              file=sys.stderr, flush=True)
+        sd_notify("READY=1")

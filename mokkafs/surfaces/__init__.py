@@ -1,14 +1,16 @@
 """Surfaces: one module per simulated kernel surface, each a pure function of a State.
 
-``SURFACES`` lists them in order; ``mokkafs.swap.build_tree`` assembles their nodes.
+``SURFACES`` lists them in order; ``build_tree`` assembles the nodes of the surfaces it is given
+into one Tree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from mokkafs.state import State
 from mokkafs.surfaces import host_sysfs, infiniband, pci, proc_devices
+from mokkafs.tree.build import Tree, build
 from mokkafs.tree.nodes import Node
 
 Surface = Callable[[State], Iterator[Node]]
@@ -20,3 +22,16 @@ SURFACES: tuple[tuple[str, Surface], ...] = (
     ("proc_devices", proc_devices.nodes),
 )
 
+
+def build_tree(state: State, previous: Tree | None = None,
+               surfaces: Sequence[tuple[str, Surface]] = SURFACES,
+               ) -> tuple[Tree, dict[str, int]]:
+    """The Tree of a State, and how many nodes each surface described. Entries equal to
+    ``previous``'s keep their mtime. Raises ``TreeError`` when two surfaces collide."""
+    counts: dict[str, int] = {}
+    nodes: list[Node] = []
+    for name, surface in surfaces:
+        before = len(nodes)
+        nodes.extend(surface(state))
+        counts[name] = len(nodes) - before
+    return build(nodes, state.generation, int(state.loaded_at * 1e9), previous), counts

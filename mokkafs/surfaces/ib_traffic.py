@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from mokkafs.state import IB_ERROR_COUNTERS, Traffic
+from mokkafs.state import IB_ERROR_COUNTERS, State, Traffic
 
 # counters/ as the kernel's ib_core exposes it (drivers/infiniband/core/sysfs.c)
 COUNTERS = tuple(sorted((
@@ -87,3 +87,17 @@ def continue_from(old: Traffic, new: Traffic, t: float) -> Traffic:
     carried = tuple((name, counter(old, name, t)) for name in COUNTERS
                     if name not in ("port_xmit_packets", "port_rcv_packets"))
     return replace(new, origin=t, base=carried)
+
+
+def carry_counters(old: State, new: State, now: float) -> State:
+    """``new`` with every port that ``old`` also has continuing from its counters' values at
+    ``now`` (a time.monotonic() value), so a swap never moves a counter backwards."""
+    t = max(now - old.started_at, 0.0)
+    old_ports = {(h.name, p.number): p.traffic for h in old.hcas for p in h.ports}
+    hcas = tuple(
+        replace(h, ports=tuple(
+            replace(p, traffic=continue_from(old_ports[(h.name, p.number)], p.traffic, t))
+            if (h.name, p.number) in old_ports else p
+            for p in h.ports))
+        for h in new.hcas)
+    return replace(new, hcas=hcas)

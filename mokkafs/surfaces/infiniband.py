@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from mokkafs.ib_identity import format_guid
+from mokkafs.profile.identity import format_guid
 from mokkafs.state import Hca, IbPort, State, Traffic
 from mokkafs.surfaces import ib_traffic
 from mokkafs.surfaces.pci import device_path

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mokkafs.ib_identity import format_guid
+from mokkafs.profile.identity import format_guid
 from mokkafs.surfaces.infiniband import device_numbers
 from tests.conftest import require_tool, state_of
 from tests.consumers.conftest import node_exporter, with_dev_nodes, with_sys

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mokkafs.cdi import UPSTREAM_SCHEMA, validate
+from mokkafs.delivery.cdi import UPSTREAM_SCHEMA, validate
 from mokkafs.errors import MokkafsError
 from tests.conftest import require_tool, state_of
 from tests.consumers.conftest import free_port
@@ -202,8 +202,8 @@ def test_a_spec_that_cannot_be_published_stops_the_daemon_cleanly(tmp_path: Path
         result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
                                  "--cdi-dir", str(blocked), str(share / "node")],
                                 capture_output=True, text=True, cwd=REPO, timeout=60)
-        assert result.returncode == 1
-        assert "cannot publish the CDI spec" in result.stderr
+        assert result.returncode == 4
+        assert f"CDI directory {blocked}: File exists" in result.stderr
         assert "Traceback" not in result.stderr
         assert not os.path.ismount(share / "node")
 

@@ -74,7 +74,7 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
                "-v", "/dev/fuse:/dev/fuse", "-v", f"{share}:{share}:rshared",
                "-v", f"{CDI_DIR}:{CDI_DIR}", "-v", "/sys:/host/sys:ro",
                "-e", f"MOKKAFS_CACHE_MODE={mode}", image, "mount",
-               "--profile", "h100", "--node-name", "ds-node", "--host-sysfs", "/host/sys",
+               "--profile", "h100", "--node-name", "ds-node", "--host-sysfs", "auto",
                "--cdi-dir", str(CDI_DIR), "--cdi-kind", kind, "--cdi-version", "0.5.0",
                "--cdi-hook", str(hooks / "mokkafs-hook"), f"{share}/node")
         wait_for(lambda: spec.exists(), 60, "the daemon in its container to publish a spec")

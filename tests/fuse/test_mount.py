@@ -110,7 +110,7 @@ def test_config_serves_any_offset(mount_h100: Mount) -> None:
         os.close(fd)
 
 
-@pytest.mark.parametrize("host_sysfs", ["none", "/sys"])
+@pytest.mark.parametrize("host_sysfs", ["none", "auto"])
 def test_fuse_view_equals_render(tmp_path: Path, host_sysfs: str) -> None:
     """The mount and ``mokkafs render`` give the same simulated view, file by file, link by
     link, mode by mode; with the host's sysfs merged in, the mount adds host entries only."""
@@ -243,10 +243,10 @@ def test_missing_and_busy_mountpoints_are_clear_errors(tmp_path: Path) -> None:
                                str(mnt)], capture_output=True, text=True, cwd=REPO, timeout=30)
 
     missing = run(tmp_path / "nope")
-    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    assert missing.returncode == 3 and "does not exist" in missing.stderr
     with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4"]):
         busy = run(tmp_path / "mnt")
-        assert busy.returncode == 2 and "already a mount point" in busy.stderr
+        assert busy.returncode == 3 and "already a mount point" in busy.stderr
 
 
 def test_repeated_stop_signals_still_unmount_cleanly(tmp_path: Path) -> None:

@@ -289,9 +289,35 @@ def test_concurrent_readers_see_whole_generations(tmp_path: Path, live: Live) ->
     assert (torn, enoent, stale) == (0, 0, 0)
 
 
-def test_a_source_that_cannot_watch_is_an_error_not_silence(live: Live) -> None:
+def test_the_watch_follows_a_directory_that_is_removed_and_made_again(live: Live) -> None:
     shutil.rmtree(live.profile.parent)
-    wait_for(lambda: live.ready()["last_error"] is not None, 20, "the watch error on /readyz")
-    assert "cannot watch it any more" in str(live.ready()["last_error"])
-    assert live.ready()["ready"] is True  # the last good view keeps serving
-    assert "0000:07:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")
+    wait_for(lambda: live.ready()["last_error"] is not None, 20, "the error on /readyz")
+    report = live.ready()
+    assert "cannot read the profile: no such file" in str(report["last_error"])
+    assert report["ready"] is True and report["following"] is True  # an ancestor is watched
+    assert "0000:07:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")  # still a100
+    live.profile.parent.mkdir()
+    live.profile.write_text(profile_text("h100"))
+    live.wait_generation(2)
+    assert live.ready()["last_error"] is None
+    assert "0000:1b:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")
+
+
+@pytest.mark.parametrize("replacement", ["deleted", "directory", "symlink-loop"])
+def test_restoring_the_same_bytes_is_seen_without_sighup(live: Live, replacement: str) -> None:
+    """The profile goes away (or becomes something unreadable), then comes back with the very
+    bytes it had: the error clears and a generation is loaded, by itself."""
+    text = live.profile.read_text()
+    live.profile.unlink()
+    if replacement == "directory":
+        live.profile.mkdir()
+    elif replacement == "symlink-loop":
+        os.symlink(live.profile.name, live.profile)
+    wait_for(lambda: live.ready()["last_error"] is not None, 20, "the error on /readyz")
+    if replacement == "directory":
+        live.profile.rmdir()
+    elif replacement == "symlink-loop":
+        live.profile.unlink()
+    live.profile.write_text(text)
+    live.wait_generation(2)
+    assert live.ready()["last_error"] is None

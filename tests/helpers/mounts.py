@@ -56,7 +56,8 @@ def mokkafs_mount(mountpoint: Path, args: Sequence[str], *,
     send SIGTERM, require a clean exit and an unmounted path."""
     with contextlib.suppress(FileExistsError):  # also a dead mount (stat: ENOTCONN)
         mountpoint.mkdir(parents=True)
-    log = mountpoint.parent / f"{mountpoint.name}.log"
+    # Not beside the mountpoint: with --cdi-dir its parent must hold nothing else.
+    log = mountpoint.parent.parent / f"{mountpoint.parent.name}-{mountpoint.name}.log"
     cmd = list(command) if command else [sys.executable, "-m", "mokkafs", "mount", *args,
                                           str(mountpoint)]
     with open(log, "wb") as out:

@@ -1,5 +1,6 @@
 """Serve the h100 view plus one file whose content function raises: ``python -m
-tests.helpers.serve_broken MOUNTPOINT``. The adapter must answer EIO for that file alone."""
+tests.helpers.serve_broken MOUNTPOINT``. The adapter must answer EIO for that file alone.
+The broken surface comes in through the daemon's wiring, as any collaborator can."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from pathlib import Path
 
 import trio
 
-import mokkafs.surfaces
-from mokkafs.daemon import Daemon
+from mokkafs.serve.daemon import Config, Wiring, serve
 from mokkafs.source.file import FileSource
 from mokkafs.state import State
+from mokkafs.surfaces import SURFACES
 from mokkafs.tree.nodes import File, Node
 from tests.conftest import state_of
 from tests.helpers.mounts import SHIPPED_PROFILES
@@ -27,11 +28,10 @@ def broken_surface(state: State) -> Iterator[Node]:
 
 
 def main() -> None:
-    mokkafs.surfaces.SURFACES = (*mokkafs.surfaces.SURFACES, ("broken", broken_surface))
-    source = FileSource(SHIPPED_PROFILES / "h100.yaml", lambda path, gen: state_of(path))
-    daemon = Daemon(source, Path(sys.argv[1]),
+    source = FileSource(SHIPPED_PROFILES / "h100.yaml", lambda text, name: state_of(Path(name)))
+    wiring = Wiring(source, surfaces=(*SURFACES, ("broken", broken_surface)),
                     announce=lambda *_: "mokkafs: serving a broken file")
-    trio.run(daemon.serve)
+    trio.run(serve, Config(Path(sys.argv[1])), wiring)
 
 
 if __name__ == "__main__":

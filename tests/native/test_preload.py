@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mokkafs.preload import library
+from mokkafs.delivery.preload import library
 from tests.conftest import require_tool, state_of
 from tests.helpers.mounts import REPO, Mount, mokkafs_mount
 

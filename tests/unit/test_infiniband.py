@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mokkafs import ib_identity
+from mokkafs.profile import identity as ib_identity
 from mokkafs.state import Traffic
 from mokkafs.surfaces import ib_traffic
 from mokkafs.surfaces.infiniband import device_numbers, rate_text

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from mokkafs.errors import MountError
+from mokkafs.errors import UsageError
 from mokkafs.fuse.modes import CacheMode, choose
 from mokkafs.fuse.snapshots import Snapshots
 
@@ -44,7 +44,7 @@ def test_auto_picks_no_open_only_with_the_patch(caplog: pytest.LogCaptureFixture
 
 
 def test_no_open_without_the_patch_and_unknown_modes_are_clear_errors() -> None:
-    with pytest.raises(MountError, match=r"pass-inode-when-no-open\.patch"):
+    with pytest.raises(UsageError, match=r"pass-inode-when-no-open\.patch"):
         choose("no-open", patched=False)
-    with pytest.raises(MountError, match="not one of auto, no-open, keep-cache"):
+    with pytest.raises(UsageError, match="not one of auto, no-open, keep-cache"):
         choose("fast", patched=True)

@@ -10,8 +10,8 @@ import trio
 
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.state import Generation, Traffic
-from mokkafs.surfaces import ib_traffic
-from mokkafs.swap import build_tree, carry_counters
+from mokkafs.surfaces import build_tree, ib_traffic
+from mokkafs.surfaces.ib_traffic import carry_counters
 from mokkafs.tree.build import build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, Symlink, text
@@ -102,11 +102,11 @@ def test_carry_counters_across_states(tmp_path: object) -> None:
 
 
 def test_readyz_report_follows_serving() -> None:
-    from mokkafs.obs.metrics import Health
+    from mokkafs.obs.status import Status
 
-    health = Health(serving=False, generation=3, surfaces={"pci": 10})
-    report = health.report()
+    status = Status(serving=False, generation=3, surfaces={"pci": 10})
+    report = status.report()
     assert report["ready"] is False
     assert report["surfaces"] == {"pci": {"status": "not serving", "nodes": 10, "generation": 3}}
-    health.serving = True
-    assert health.report()["ready"] is True
+    status.serving = True
+    assert status.report()["ready"] is True

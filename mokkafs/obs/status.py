@@ -1,0 +1,70 @@
+"""What the daemon knows about itself: one record, read by /readyz and by the metrics
+collector at request time (so both always report the same facts)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class Followable(Protocol):
+    """A source, as far as health goes: can it still see changes of its input?"""
+
+    following: bool
+    follow_error: str | None
+
+
+@dataclass
+class Status:
+    """``serving`` is true from readiness until shutdown begins. ``following`` is false when
+    the source can no longer see changes of its profile (``follow_error`` says why)."""
+
+    cache_mode: str = ""
+    serving: bool = False
+    generation: int = 0
+    source: str = ""
+    last_success: float | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    watch: Followable | None = None  # the source, read when asked
+    surfaces: dict[str, int] = field(default_factory=dict)  # surface -> nodes it serves
+    inodes: int = 0
+    swaps: int = 0
+    source_errors: int = 0  # updates that were errors (the profile could not be loaded)
+    apply_errors: dict[str, int] = field(default_factory=dict)  # stage -> failures
+    invalidations: int = 0
+
+    @property
+    def following(self) -> bool:
+        return self.watch.following if self.watch is not None else True
+
+    @property
+    def follow_error(self) -> str | None:
+        return self.watch.follow_error if self.watch is not None else None
+
+    @property
+    def ready(self) -> bool:
+        return self.serving and self.following
+
+    def failed(self, message: str, at: float | None = None) -> None:
+        self.last_error = message
+        self.last_error_at = time.time() if at is None else at
+
+    def report(self) -> dict[str, object]:
+        return {
+            "ready": self.ready,
+            "serving": self.serving,
+            "generation": self.generation,
+            "source": self.source,
+            "following": self.following,
+            "follow_error": self.follow_error,
+            "last_success": self.last_success,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at,
+            "cache_mode": self.cache_mode,
+            "surfaces": {name: {"status": "ok" if self.serving else "not serving",
+                                "nodes": nodes, "generation": self.generation}
+                         for name, nodes in self.surfaces.items()},
+            "now": time.time(),
+        }
