@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mokkafs import __version__
 from mokkafs.delivery.cdi import (
@@ -40,6 +41,9 @@ from mokkafs.state import State
 from mokkafs.surfaces import build_tree
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File, Symlink
+
+if TYPE_CHECKING:
+    from mokkafs.serve.daemon import Config, Wiring
 
 DEFAULT_PROFILE = "h100"
 CACHE_MODE_ENV = "MOKKAFS_CACHE_MODE"  # the default of ``mokkafs mount --cache-mode``
@@ -205,11 +209,11 @@ def _raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def _cmd_mount(args: argparse.Namespace) -> int:
-    import trio
-
+def wire(args: argparse.Namespace) -> tuple[Config, Wiring]:
+    """What ``mokkafs mount ARGS`` serves, and with what: the one place collaborators are
+    made (a test builds the same from the same arguments, and may change them)."""
     from mokkafs.fuse.modes import choose
-    from mokkafs.serve.daemon import CdiConfig, Config, Wiring, serve
+    from mokkafs.serve.daemon import CdiConfig, Config, Wiring
     from mokkafs.source.file import FileSource
 
     # Absolute, but symlinks kept: a ConfigMap's node.yaml -> ..data/node.yaml must be watched
@@ -220,12 +224,27 @@ def _cmd_mount(args: argparse.Namespace) -> int:
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or NEWEST, args.cdi_kind, args.cdi_hook)
         if args.cdi_dir else None,
         runtime_dir=args.runtime_dir)
+    return config, Wiring(FileSource(path, _compiler(args)))
+
+
+def parse_mount(argv: Sequence[str]) -> argparse.Namespace:
+    """``mokkafs mount``'s arguments (``argv`` without the ``mount``)."""
+    return _parser().parse_args(["mount", *argv])
+
+
+def _cmd_mount(args: argparse.Namespace) -> int:
+    import trio
+
+    from mokkafs.serve.daemon import serve
+
+    config, wiring = wire(args)
     _raise_fd_limit()
-    trio.run(serve, config, Wiring(FileSource(path, _compiler(args))))
+    trio.run(serve, config, wiring)
     return 0
 
 
 def _cmd_cleanup(args: argparse.Namespace) -> int:
+    from mokkafs.delivery.repair import release_parent
     from mokkafs.host import linux
     from mokkafs.host.mountinfo import mounted_at
 
@@ -235,6 +254,8 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
     if any(m.fstype == "fuse.mokkafs" for m in mounted_at(target)):
         linux.umount_lazily(target)
         print(f"mokkafs: detached {target}", file=sys.stderr)
+    if release_parent(Path(target)):
+        print(f"mokkafs: un-shared {os.path.dirname(target)}", file=sys.stderr)
     return 0
 
 
@@ -263,10 +284,14 @@ COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "cleanup": _cmd_clea
             "preload-env": _cmd_preload_env}
 
 
+def setup_logging(debug: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO,
+                        format="mokkafs: %(levelname)s %(name)s: %(message)s")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
-                        format="mokkafs: %(levelname)s %(name)s: %(message)s")
+    setup_logging(args.debug)
     try:
         return COMMANDS[args.command](args)
     except MokkafsError as exc:

@@ -94,14 +94,22 @@ class SharedParent:
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if not self.ours:
-            return
-        held = holders(self.mountpoint)
-        if held:
-            log.info("keeping %s shared: running containers hold it (pids %s) and will be "
-                     "re-attached by the next daemon", self.parent, held[:5])
-            return
-        linux.umount_lazily(str(self.parent))
+        if self.ours:
+            release_parent(self.mountpoint)
+
+
+def release_parent(mountpoint: Path) -> bool:
+    """Remove the self-bind of the mountpoint's parent unless running containers hold it;
+    True when it was removed."""
+    mountpoint = Path(os.path.abspath(mountpoint))
+    if not _is_self_bind(mountpoint.parent):
+        return False
+    held = holders(mountpoint)
+    if held:
+        log.info("keeping %s shared: running containers hold it (pids %s) and will be "
+                 "re-attached by the next daemon", mountpoint.parent, held[:5])
+        return False
+    return linux.umount_lazily(str(mountpoint.parent))
 
 
 def plan(mountpoint: Path, live_dev: str) -> dict[int, list[tuple[str, str]]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_tool
+from tests.helpers.mounts import free_port
 
 GO_SOURCE = Path(__file__).parent / "go" / "ibdump"
 
@@ -55,12 +56,6 @@ def ibdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([go, "build", "-o", str(out), str(GO_SOURCE / "main.go")], env=env,
                    check=True, timeout=300, cwd=work)
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_tool
-from tests.consumers.conftest import free_port
-from tests.helpers.mounts import Mount, mokkafs_mount, shared_parent
+from tests.helpers.mounts import Mount, free_port, mokkafs_mount, shared_parent
 
 IMAGE = "localhost/mokkafs-test-hosttools"
 CDI_DIR = Path("/var/run/cdi")  # podman 4.3 reads only /etc/cdi and /var/run/cdi

@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,6 @@ import pytest
 from mokkafs.delivery.cdi import UPSTREAM_SCHEMA, validate
 from mokkafs.errors import MokkafsError
 from tests.conftest import require_tool, state_of
-from tests.consumers.conftest import free_port
 from tests.containers.conftest import (
     CDI_DIR,
     HOST_TOOLS,
@@ -28,7 +28,7 @@ from tests.containers.conftest import (
     node_args,
     podman,
 )
-from tests.helpers.mounts import REPO, mokkafs_mount, shared_parent, wait_for
+from tests.helpers.mounts import REPO, free_port, mokkafs_mount, shared_parent, wait_for
 
 pytestmark = pytest.mark.consumers
 
@@ -180,7 +180,9 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
             # the dead mount's kernel caches (no-open mode), anything else needs the daemon.
             unread = "/sys/bus/pci/devices/0000:1b:00.0/class"
             assert "Transport endpoint is not connected" in read(unread).stderr
-            with mokkafs_mount(share / "node", node_args(profile, kind, free_port())) as nxt:
+            expect = ["holds a dead FUSE mount", "did not stop cleanly"]
+            with mokkafs_mount(share / "node", node_args(profile, kind, free_port()),
+                               expect=expect) as nxt:
                 wait_for(lambda: read(unread).stdout == "0x030200\n", 10,
                          "the view again inside the running container")
                 assert read("/sys/bus/pci/devices/0000:1b:00.0/device").stdout == "0x2330\n"
@@ -234,3 +236,50 @@ def test_direct_proc_devices_mount_where_the_runtime_allows_it(h100_node: Node) 
                      "/proc/devices", check=False)
     assert refused.returncode != 0
     assert "inside /proc" in refused.stderr
+
+
+def test_a_parent_holding_anything_else_is_refused(tmp_path: Path) -> None:
+    """Every container given the spec holds the mountpoint's parent (for restart survival):
+    with a file, a socket or a writable mount beside the mountpoint, nothing is published."""
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "node").mkdir()
+    (share / "canary").write_text("root's secret\n")
+    os.chmod(share / "canary", 0o600)
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(share / "canary.sock"))
+    cdi = tmp_path / "cdi"
+    try:
+        result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
+                                 "--cdi-dir", str(cdi), str(share / "node")],
+                                capture_output=True, text=True, cwd=REPO, timeout=60)
+    finally:
+        server.close()
+    assert result.returncode == 4, result.stderr
+    assert "also holds canary, canary.sock" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not os.path.ismount(share / "node") and not any(cdi.glob("*.json"))
+
+
+def test_a_container_sees_the_view_and_nothing_else_of_the_host(h100_node: Node) -> None:
+    """Canaries next to the share, and a writable tmpfs mounted below the view by root after
+    the start: a container given the node sees the share hold only the view, cannot write
+    anywhere in it, and cannot reach the canaries."""
+    share = h100_node.mount.path.parent
+    grandparent = share.parent
+    (grandparent / "canary").write_text("root's secret\n")
+    submount = h100_node.mount.sys / "kernel/tracing"  # an empty directory of the view
+    subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(submount)], check=True)
+    try:
+        out = h100_node.run(
+            "ls -A /run/mokkafs-host; echo ==; "
+            "touch /run/mokkafs-host/x 2>&1; touch /sys/kernel/tracing/x 2>&1; "
+            "touch /run/mokkafs-host/node/sys/kernel/tracing/x 2>&1; echo ==; "
+            "cat /run/canary /canary 2>&1; ls /run/mokkafs-host/.. | grep -c canary; true")
+    finally:
+        subprocess.run(["umount", str(submount)], check=True)
+    listing, writes, canary = out.split("==\n")
+    assert listing.split() == ["node"]
+    assert writes.count("Read-only file system") == 3, writes
+    assert "secret" not in canary and canary.split()[-1] == "0"
+    assert not list(submount.iterdir())  # nothing was written through the view

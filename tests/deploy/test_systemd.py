@@ -29,7 +29,9 @@ def test_unit_verifies() -> None:
     assert result.returncode == 0, result.stderr
     text = UNIT.read_text()
     assert "Type=notify" in text and "Restart=on-failure" in text
-    assert "ExecStopPost=-/bin/umount -l /run/mokkafs/node" in text
+    assert "ExecStopPost=-/usr/local/bin/mokkafs cleanup --cdi-dir /etc/cdi /run/mokkafs/node" \
+        in text
+    assert "LimitNOFILE=65536" in text
     for option in ("ProtectSystem", "PrivateTmp", "PrivateDevices", "ReadWritePaths"):
         assert f"\n{option}=" not in text  # each would hide the mount from the host
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_tool
-from tests.consumers.conftest import free_port
 from tests.helpers.metrics import fuse_requests
-from tests.helpers.mounts import REPO, Mount, mokkafs_mount
+from tests.helpers.mounts import REPO, Mount, free_port, mokkafs_mount
 
 STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 MODES = ("no-open", "keep-cache")
@@ -143,7 +142,7 @@ def test_stock_pyfuse3_falls_back_to_keep_cache(tmp_path: Path) -> None:
                            capture_output=True, text=True, check=True, env={**os.environ, **env})
     assert probe.stdout.startswith(str(STOCK_PYFUSE3)) and probe.stdout.split()[1] == "False"
     with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--cache-mode", "auto"],
-                       env=env) as mount:
+                       env=env, expect=["lacks the no-open patch"]) as mount:
         log = mount.log_text()
         assert "keep-cache cache mode" in log and "lacks the no-open patch" in log
         assert (mount.path / GPU / "vendor").read_text() == "0x10de\n"

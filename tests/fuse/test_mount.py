@@ -197,8 +197,10 @@ def test_proc_devices_is_served(mount_h100: Mount) -> None:
 
 
 def test_handler_exception_is_eio_and_the_mount_keeps_serving(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "tests.helpers.serve_broken", str(tmp_path / "mnt")]
-    with mokkafs_mount(tmp_path / "mnt", [], command=cmd, expect_traceback=True) as mount:
+    cmd = [sys.executable, "-m", "tests.helpers.serve_broken", "--profile", "h100",
+           "--node-name", "node-a", str(tmp_path / "mnt")]
+    with mokkafs_mount(tmp_path / "mnt", [], command=cmd,
+                       expect=[r"\w+ failed; answering EIO", "^Traceback"]) as mount:
         with pytest.raises(OSError) as info:
             (mount.path / "broken").read_bytes()
         assert info.value.errno == errno.EIO
@@ -231,7 +233,7 @@ def test_stale_mount_is_cleaned_up_at_start(tmp_path: Path) -> None:
         with pytest.raises(OSError) as info:
             os.listdir(mnt)
         assert info.value.errno == errno.ENOTCONN
-        with mokkafs_mount(mnt, ["--profile", "t4"]) as second:
+        with mokkafs_mount(mnt, ["--profile", "t4"], expect=["holds a dead FUSE mount"]) as second:
             assert len(os.listdir(second.sys / "bus/pci/devices")) == 4
             assert "dead FUSE mount" in second.log_text()
         first.process.returncode = 0  # killed on purpose; the fixture checks the second

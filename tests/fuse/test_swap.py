@@ -11,78 +11,14 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import read_following_links, require_tool, state_of, tree_of
-from tests.consumers.conftest import free_port
-from tests.helpers.metrics import fuse_requests
-from tests.helpers.mounts import REPO, SHIPPED_PROFILES, Mount, mokkafs_mount, wait_for
-
-
-@dataclass
-class Live:
-    mount: Mount
-    profile: Path  # the path mokkafs watches
-    url: str
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=10) as r:
-                return r.status, r.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-
-    def ready(self) -> dict[str, object]:
-        status, body = self.get("/readyz")
-        report: dict[str, object] = json.loads(body)
-        assert (status == 200) == bool(report["ready"])
-        return report
-
-    def generation(self) -> int:
-        generation = self.ready()["generation"]
-        assert isinstance(generation, int)
-        return generation
-
-    def metric(self, name: str) -> float:
-        _, text = self.get("/metrics")
-        for line in text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
-
-    def wait_generation(self, generation: int) -> float:
-        """Poll /readyz until ``generation`` serves; return the monotonic time it did."""
-        wait_for(lambda: self.generation() >= generation, 20, f"generation {generation}")
-        assert self.generation() == generation
-        return time.monotonic()
-
-
-def profile_text(name: str) -> str:
-    return (SHIPPED_PROFILES / f"{name}.yaml").read_text()
-
-
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Live]:
-    config = tmp_path / "config"
-    config.mkdir()
-    profile = config / "node.yaml"
-    profile.write_text(profile_text("a100"))
-    port = free_port()
-    with mokkafs_mount(tmp_path / "mnt", ["--profile", str(profile), "--node-name", "node-a",
-                                          "--metrics", f"127.0.0.1:{port}"]) as mount:
-        yield Live(mount, profile, f"http://127.0.0.1:{port}")
-
-
-def rename_over(live: Live, text: str) -> None:
-    tmp = live.profile.with_name(".node.yaml.swp")
-    tmp.write_text(text)
-    os.rename(tmp, live.profile)
+from tests.helpers.live import Live, live_mount, profile_text, rename_over, requests
+from tests.helpers.mounts import REPO, Mount, wait_for
 
 
 def write_in_place(live: Live, text: str) -> None:
@@ -177,7 +113,12 @@ def test_gpus_that_stay_keep_their_inode(live: Live) -> None:
     assert not (live.mount.sys / "bus/pci/devices/0000:bd:00.0").exists()
 
 
-def test_bad_profile_keeps_serving_and_recovers(live: Live) -> None:
+def test_bad_profile_keeps_serving_and_recovers(tmp_path: Path) -> None:
+    with live_mount(tmp_path, expect=["keeping generation 1"]) as live:
+        _bad_profile_keeps_serving_and_recovers(live)
+
+
+def _bad_profile_keeps_serving_and_recovers(live: Live) -> None:
     assert live.get("/healthz") == (200, "ok\n")
     rename_over(live, profile_text("h100") + "gpus: 8\n")
     wait_for(lambda: live.ready()["last_error"] is not None, 20, "the error on /readyz")
@@ -198,10 +139,6 @@ def test_bad_profile_keeps_serving_and_recovers(live: Live) -> None:
     assert live.metric("mokkafs_swaps_total") == 1
     assert live.metric("mokkafs_generation") == 2
     assert live.get("/healthz") == (200, "ok\n")
-
-
-def requests(live: Live) -> dict[str, float]:
-    return fuse_requests(live.get("/metrics")[1])
 
 
 def asked(before: dict[str, float], after: dict[str, float], *ops: str) -> float:
@@ -289,7 +226,12 @@ def test_concurrent_readers_see_whole_generations(tmp_path: Path, live: Live) ->
     assert (torn, enoent, stale) == (0, 0, 0)
 
 
-def test_the_watch_follows_a_directory_that_is_removed_and_made_again(live: Live) -> None:
+def test_the_watch_follows_a_directory_that_is_removed_and_made_again(tmp_path: Path) -> None:
+    with live_mount(tmp_path, expect=["keeping generation 1"]) as live:
+        _the_watch_follows_a_directory_that_is_removed_and_made_again(live)
+
+
+def _the_watch_follows_a_directory_that_is_removed_and_made_again(live: Live) -> None:
     shutil.rmtree(live.profile.parent)
     wait_for(lambda: live.ready()["last_error"] is not None, 20, "the error on /readyz")
     report = live.ready()
@@ -304,9 +246,15 @@ def test_the_watch_follows_a_directory_that_is_removed_and_made_again(live: Live
 
 
 @pytest.mark.parametrize("replacement", ["deleted", "directory", "symlink-loop"])
-def test_restoring_the_same_bytes_is_seen_without_sighup(live: Live, replacement: str) -> None:
+def test_restoring_the_same_bytes_is_seen_without_sighup(tmp_path: Path,
+                                                        replacement: str) -> None:
     """The profile goes away (or becomes something unreadable), then comes back with the very
     bytes it had: the error clears and a generation is loaded, by itself."""
+    with live_mount(tmp_path, expect=["keeping generation 1"]) as live:
+        _restore(live, replacement)
+
+
+def _restore(live: Live, replacement: str) -> None:
     text = live.profile.read_text()
     live.profile.unlink()
     if replacement == "directory":

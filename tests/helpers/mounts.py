@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -47,17 +50,38 @@ def wait_for(predicate: object, timeout: float, what: str) -> None:
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_daemons = itertools.count(1)
+
+# What the daemon logs when something is wrong: a test fails on any it did not expect.
+COMPLAINT = re.compile(r"^mokkafs: (WARNING|ERROR|CRITICAL) |^Traceback ", re.M)
+
+
+def unexpected_complaints(log: str, expect: Sequence[str] = ()) -> list[str]:
+    """Log lines at WARNING or above (and tracebacks) that match none of ``expect``."""
+    lines = [m.string[m.start():m.string.find("\n", m.start())] for m in COMPLAINT.finditer(log)]
+    return [line for line in lines if not any(re.search(p, line) for p in expect)]
+
+
 @contextmanager
 def mokkafs_mount(mountpoint: Path, args: Sequence[str], *,
                   command: Sequence[str] | None = None,
                   env: dict[str, str] | None = None,
-                  expect_traceback: bool = False) -> Iterator[Mount]:
+                  expect: Sequence[str] = ()) -> Iterator[Mount]:
     """Run ``mokkafs mount ARGS MOUNTPOINT`` (or ``command``) until the mount serves; on exit
-    send SIGTERM, require a clean exit and an unmounted path."""
+    send SIGTERM, require a clean exit, an unmounted path, and no complaint in the log but
+    those ``expect`` (regular expressions) allows (s3ql's checklogs)."""
     with contextlib.suppress(FileExistsError):  # also a dead mount (stat: ENOTCONN)
         mountpoint.mkdir(parents=True)
-    # Not beside the mountpoint: with --cdi-dir its parent must hold nothing else.
-    log = mountpoint.parent.parent / f"{mountpoint.parent.name}-{mountpoint.name}.log"
+    # Not beside the mountpoint (with --cdi-dir its parent must hold nothing else), and one
+    # per daemon: a test may start several at one mountpoint.
+    log = mountpoint.parent.parent / (f"{mountpoint.parent.name}-{mountpoint.name}."
+                                      f"{next(_daemons)}.log")
     cmd = list(command) if command else [sys.executable, "-m", "mokkafs", "mount", *args,
                                           str(mountpoint)]
     with open(log, "wb") as out:
@@ -82,8 +106,8 @@ def mokkafs_mount(mountpoint: Path, args: Sequence[str], *,
             subprocess.run(["umount", "-l", str(mountpoint)], check=False)
             raise AssertionError(f"{mountpoint} still mounted after the daemon stopped")
     assert proc.returncode == 0, f"mokkafs exited {proc.returncode}:\n{mount.log_text()}"
-    if not expect_traceback:
-        assert "Traceback" not in mount.log_text(), mount.log_text()
+    complaints = unexpected_complaints(mount.log_text(), expect)
+    assert not complaints, f"unexpected complaints in the log: {complaints}\n{mount.log_text()}"
 
 
 @contextmanager

@@ -1,37 +1,50 @@
-"""Serve the h100 view plus one file whose content function raises: ``python -m
-tests.helpers.serve_broken MOUNTPOINT``. The adapter must answer EIO for that file alone.
-The broken surface comes in through the daemon's wiring, as any collaborator can."""
+"""``python -m tests.helpers.serve_broken MOUNT-ARGS...``: ``mokkafs mount`` with the same
+arguments and one broken surface added through the daemon's wiring, as any collaborator can be:
+
+- ``broken``: a file whose content function raises (the adapter answers EIO for it alone);
+- a State with exactly 4 GPUs (the t4 profile) makes the surface raise while the tree is
+  built, and one with 2 GPUs makes it block for ``BLOCK_SECONDS`` (a build the daemon must
+  abandon at shutdown); it writes ``building`` two levels above the mountpoint when it
+  starts blocking.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import trio
 
-from mokkafs.serve.daemon import Config, Wiring, serve
-from mokkafs.source.file import FileSource
+from mokkafs.cli import _raise_fd_limit, parse_mount, setup_logging, wire
+from mokkafs.serve.daemon import serve
 from mokkafs.state import State
-from mokkafs.surfaces import SURFACES
 from mokkafs.tree.nodes import File, Node
-from tests.conftest import state_of
-from tests.helpers.mounts import SHIPPED_PROFILES
+
+BLOCK_SECONDS = 600.0
 
 
 def explode(now: float) -> bytes:
     raise ZeroDivisionError("a surface bug")
 
 
-def broken_surface(state: State) -> Iterator[Node]:
-    yield File("broken", explode)
-
-
 def main() -> None:
-    source = FileSource(SHIPPED_PROFILES / "h100.yaml", lambda text, name: state_of(Path(name)))
-    wiring = Wiring(source, surfaces=(*SURFACES, ("broken", broken_surface)),
-                    announce=lambda *_: "mokkafs: serving a broken file")
-    trio.run(serve, Config(Path(sys.argv[1])), wiring)
+    setup_logging()
+    config, wiring = wire(parse_mount(sys.argv[1:]))
+    marker = config.mountpoint.parent.parent / "building"
+
+    def broken_surface(state: State) -> Iterator[Node]:
+        gpus = sum(1 for f in state.functions if f.kind == "gpu")
+        if gpus == 4:
+            raise ZeroDivisionError("a surface bug while building")
+        if gpus == 2:
+            marker.touch()
+            time.sleep(BLOCK_SECONDS)
+        yield File("broken", explode)
+
+    wiring.surfaces = (*wiring.surfaces, ("broken", broken_surface))
+    _raise_fd_limit()
+    trio.run(serve, config, wiring)
 
 
 if __name__ == "__main__":

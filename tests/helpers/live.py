@@ -1,0 +1,90 @@
+"""A live mount whose profile tests change, and its health and metrics endpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.helpers.metrics import fuse_requests
+from tests.helpers.mounts import SHIPPED_PROFILES, Mount, free_port, mokkafs_mount, wait_for
+
+
+@dataclass
+class Live:
+    mount: Mount
+    profile: Path  # the path mokkafs watches
+    url: str
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(self.url + path, timeout=10) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    def ready(self) -> dict[str, object]:
+        status, body = self.get("/readyz")
+        report: dict[str, object] = json.loads(body)
+        assert (status == 200) == bool(report["ready"])
+        return report
+
+    def generation(self) -> int:
+        generation = self.ready()["generation"]
+        assert isinstance(generation, int)
+        return generation
+
+    def metric(self, name: str) -> float:
+        _, text = self.get("/metrics")
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def wait_generation(self, generation: int) -> float:
+        """Poll /readyz until ``generation`` serves; return the monotonic time it did."""
+        wait_for(lambda: self.generation() >= generation, 20, f"generation {generation}")
+        assert self.generation() == generation
+        return time.monotonic()
+
+
+def profile_text(name: str) -> str:
+    return (SHIPPED_PROFILES / f"{name}.yaml").read_text()
+
+
+@contextmanager
+def live_mount(tmp_path: Path, profile: str = "a100", extra: Sequence[str] = (),
+               command: Sequence[str] | None = None, expect: Sequence[str] = (),
+               mountpoint: Path | None = None) -> Iterator[Live]:
+    """A mount (at ``tmp_path/mnt`` unless given) of ``tmp_path/config/node.yaml``, a copy of
+    a shipped profile, watched, with its metrics on a loopback port. ``command`` replaces
+    ``mokkafs mount`` (same arguments)."""
+    mnt = mountpoint or tmp_path / "mnt"
+    config = tmp_path / "config"
+    config.mkdir()
+    path = config / "node.yaml"
+    path.write_text(profile_text(profile))
+    port = free_port()
+    args = ["--profile", str(path), "--node-name", "node-a", "--metrics", f"127.0.0.1:{port}",
+            *extra]
+    with mokkafs_mount(mnt, args, expect=expect,
+                       command=[*command, *args, str(mnt)] if command else None) as mount:
+        yield Live(mount, path, f"http://127.0.0.1:{port}")
+
+
+def rename_over(live: Live, text: str) -> None:
+    tmp = live.profile.with_name(".node.yaml.swp")
+    tmp.write_text(text)
+    os.rename(tmp, live.profile)
+
+
+
+
+def requests(live: Live) -> dict[str, float]:
+    return fuse_requests(live.get("/metrics")[1])
