@@ -135,10 +135,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _compiler(args: argparse.Namespace) -> Callable[[str, str], State]:
-    """Compile a profile's text: the same node, started once, every time."""
+def _compiler(args: argparse.Namespace,
+              clock: Callable[[], float] = time.monotonic) -> Callable[[str, str], State]:
+    """Compile a profile's text: the same node, started once (on ``clock``), every time."""
     node_name = args.node_name or default_node_name()
-    started_at = time.monotonic()
+    started_at = clock()
     host_sysfs = getattr(args, "host_sysfs", "none") == "auto"
 
     def compile_profile(text: str, filename: str) -> State:
@@ -209,9 +210,11 @@ def _raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def wire(args: argparse.Namespace) -> tuple[Config, Wiring]:
+def wire(args: argparse.Namespace,
+         clock: Callable[[], float] = time.monotonic) -> tuple[Config, Wiring]:
     """What ``mokkafs mount ARGS`` serves, and with what: the one place collaborators are
-    made (a test builds the same from the same arguments, and may change them)."""
+    made (a test builds the same from the same arguments, and may change them). ``clock``
+    is the time dynamic content follows."""
     from mokkafs.fuse.modes import choose
     from mokkafs.serve.daemon import CdiConfig, Config, Wiring
     from mokkafs.source.file import FileSource
@@ -224,7 +227,7 @@ def wire(args: argparse.Namespace) -> tuple[Config, Wiring]:
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or NEWEST, args.cdi_kind, args.cdi_hook)
         if args.cdi_dir else None,
         runtime_dir=args.runtime_dir)
-    return config, Wiring(FileSource(path, _compiler(args)))
+    return config, Wiring(FileSource(path, _compiler(args, clock)), clock=clock)
 
 
 def parse_mount(argv: Sequence[str]) -> argparse.Namespace:
@@ -246,12 +249,12 @@ def _cmd_mount(args: argparse.Namespace) -> int:
 def _cmd_cleanup(args: argparse.Namespace) -> int:
     from mokkafs.delivery.repair import release_parent
     from mokkafs.host import linux
-    from mokkafs.host.mountinfo import mounted_at
+    from mokkafs.host.mountinfo import FSTYPE, mounted_at
 
     if args.cdi_dir:
         remove_spec(args.cdi_dir / spec_file_name(args.cdi_kind))
     target = os.path.abspath(args.mountpoint)
-    if any(m.fstype == "fuse.mokkafs" for m in mounted_at(target)):
+    if any(m.fstype == FSTYPE for m in mounted_at(target)):
         linux.umount_lazily(target)
         print(f"mokkafs: detached {target}", file=sys.stderr)
     if release_parent(Path(target)):

@@ -8,11 +8,16 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
 APT_PACKAGES=(
-  fuse3 libfuse3-dev pkg-config gcc make
+  # what a minimal Debian 12 (debootstrap --variant=minbase) lacks to build and run mokkafs
+  python3 python3-venv python3-dev ca-certificates
+  fuse3 libfuse3-dev pkg-config gcc libc6-dev make patch curl
+  # the real consumers and runtimes the tests run
   pciutils infiniband-diags ibverbs-utils ibverbs-providers prometheus-node-exporter
   golang-go golang-github-prometheus-procfs-dev hwloc-nox
-  podman runc crun busybox-static iproute2 golang-github-container-orchestrated-devices-container-device-interface-dev
-  curl patch
+  podman runc crun busybox-static iproute2 util-linux
+  golang-github-container-orchestrated-devices-container-device-interface-dev
+  # the deploy tests: systemd-analyze, and the image base made by debootstrap
+  systemd debootstrap
 )
 
 missing=()
@@ -26,7 +31,8 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-py=${PYTHON:-python3}
+# Debian's own Python (what a stock machine has), unless PYTHON names another.
+py=${PYTHON:-/usr/bin/python3}
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$py" -m venv .venv

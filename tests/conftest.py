@@ -3,7 +3,9 @@ tests run (a missing tool fails with its install hint; nothing is skipped)."""
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -100,3 +102,21 @@ def no_leaked_mounts() -> Iterator[None]:
     for path in leaked:
         subprocess.run(["umount", "-l", path], capture_output=True, check=False)
     assert not leaked, f"mounts left behind: {sorted(leaked)}"
+
+
+@pytest.fixture
+def expected_logs() -> list[str]:
+    """Patterns of WARNING-or-worse log records a test expects (it appends to the list)."""
+    return []
+
+
+@pytest.fixture(autouse=True)
+def no_unexpected_log_records(caplog: pytest.LogCaptureFixture,
+                              expected_logs: list[str]) -> Iterator[None]:
+    """A test fails when code it ran in this process logged a WARNING or worse it did not
+    expect (the daemons tests start are checked by ``mokkafs_mount`` the same way)."""
+    yield
+    unexpected = [r.getMessage() for r in caplog.get_records("call")
+                  if r.levelno >= logging.WARNING
+                  and not any(re.search(p, r.getMessage()) for p in expected_logs)]
+    assert not unexpected, f"unexpected log records: {unexpected}"

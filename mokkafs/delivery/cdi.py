@@ -25,7 +25,7 @@ from typing import Any
 
 from mokkafs.delivery.repair import PROPAGATED
 from mokkafs.errors import CdiError, MokkafsError, UsageError
-from mokkafs.host.mountinfo import mounted_at
+from mokkafs.host.mountinfo import FSTYPE, mounted_at
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
 def require_serving(mountpoint: Path) -> None:
     """Raise unless a mokkafs mount serves at ``mountpoint``."""
     stack = mounted_at(os.path.abspath(mountpoint))
-    if not stack or stack[-1].fstype != "fuse.mokkafs":
+    if not stack or stack[-1].fstype != FSTYPE:
         raise MokkafsError(f"{mountpoint} is not a mokkafs mount; start `mokkafs mount` first")
     try:
         (mountpoint / "proc/devices").read_bytes()

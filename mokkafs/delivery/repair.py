@@ -24,9 +24,8 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
-from mokkafs.fuse.mount import fsname
 from mokkafs.host import linux
-from mokkafs.host.mountinfo import MountEntry, mounted_at, mounts_of
+from mokkafs.host.mountinfo import FSTYPE, MountEntry, fsname, mounted_at, mounts_of
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ def _other_namespaces(proc: Path = Path("/proc")) -> dict[int, int]:
 
 def _ours(mountpoint: Path, pid: int) -> list[MountEntry]:
     name = fsname(mountpoint)
-    return [m for m in mounts_of(pid) if m.fstype == "fuse.mokkafs" and m.source == name]
+    return [m for m in mounts_of(pid) if m.fstype == FSTYPE and m.source == name]
 
 
 def holders(mountpoint: Path) -> list[int]:

@@ -13,19 +13,15 @@ import pyfuse3
 
 from mokkafs.errors import MountError
 from mokkafs.host import linux
+from mokkafs.host.mountinfo import FSTYPE, fsname
 
 log = logging.getLogger(__name__)
-
-
-def fsname(mountpoint: Path) -> str:
-    """The source field of this mount in mountinfo: how a restarted daemon finds its own."""
-    return f"mokkafs@{os.path.abspath(mountpoint)}"
 
 
 def options(mountpoint: Path) -> set[str]:
     """Read-only, kernel-checked modes, visible to every uid."""
     return set(pyfuse3.default_options) | {  # default_permissions
-        f"fsname={fsname(mountpoint)}", "subtype=mokkafs", "allow_other", "ro"}
+        f"fsname={fsname(mountpoint)}", f"subtype={FSTYPE.split('.')[1]}", "allow_other", "ro"}
 
 
 def prepare_mountpoint(mountpoint: Path) -> None:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
+
+FSTYPE = "fuse.mokkafs"  # how a mokkafs mount shows in the mount table
+
+
+def fsname(mountpoint: Path | str) -> str:
+    """The source field of a mokkafs mount: how a restarted daemon finds its own mounts."""
+    return f"mokkafs@{os.path.abspath(mountpoint)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,7 +121,12 @@ async def serve_http(address: str, metrics: Metrics, status: Status, *,
     bound = listeners[0].socket.getsockname()[1]
     log.info("metrics and health on http://%s:%d/", host, bound)
     slots = trio.Semaphore(max_connections)
-    async with trio.open_nursery() as nursery:
-        task_status.started(bound)  # the listeners are bound: connections queue from here
-        for listener in listeners:
-            nursery.start_soon(_accept, listener, metrics, status, slots, nursery)
+    try:
+        async with trio.open_nursery() as nursery:
+            task_status.started(bound)  # the listeners are bound: connections queue from here
+            for listener in listeners:
+                nursery.start_soon(_accept, listener, metrics, status, slots, nursery)
+    finally:
+        with trio.CancelScope(shield=True):
+            for listener in listeners:
+                await listener.aclose()

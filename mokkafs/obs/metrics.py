@@ -42,6 +42,8 @@ class StatusCollector(Collector):
         yield mode
         yield CounterMetricFamily("mokkafs_swaps", "Views swapped in after a successful load",
                                   value=s.swaps)
+        yield CounterMetricFamily("mokkafs_source_reads", "Times the source read its profile",
+                                  value=s.watch.reads if s.watch is not None else 0)
         yield CounterMetricFamily("mokkafs_source_errors",
                                   "Loads that failed; the last good State stays in force",
                                   value=s.source_errors)

@@ -13,6 +13,7 @@ class Followable(Protocol):
 
     following: bool
     follow_error: str | None
+    reads: int  # times it read its input
 
 
 @dataclass

@@ -27,6 +27,7 @@ class Update:
 class Source(Protocol):
     following: bool  # False when the source can no longer see changes of its input
     follow_error: str | None  # why, when it cannot
+    reads: int  # times it read its input
 
     def initial(self) -> State:
         """Load the first State now; raise ``MokkafsError`` if there is none to serve."""

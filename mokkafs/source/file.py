@@ -51,13 +51,16 @@ class FileSource:
     """
 
     def __init__(self, path: Path, compile: Compile, first_generation: int = 1,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 watches: Callable[[], Watches] = Watches) -> None:
         self.path = path
         self.compile = compile
+        self.watches = watches
         self.generation = first_generation
         self.clock = clock
         self.following = True
         self.follow_error: str | None = None
+        self.reads = 0
         self._digest: bytes | None = None
         self._wake = trio.Event()
         self._forced = False
@@ -84,6 +87,7 @@ class FileSource:
     def _read(self) -> tuple[str | None, MokkafsError | None]:
         """(text, None) when the bytes changed since last seen (or a reload was asked for),
         (None, error) when the file cannot be read, (None, None) when nothing changed."""
+        self.reads += 1
         try:
             text = read_text(self.path)
         except ProfileError as exc:
@@ -129,7 +133,7 @@ class FileSource:
         return delay
 
     async def run(self, out: trio.MemorySendChannel[Update]) -> None:
-        with Watches() as watches:
+        with self.watches() as watches:
             self._set_watches(watches)
             self._wake.set()  # the file may have changed between initial() and the watch
             async with trio.open_nursery() as nursery:

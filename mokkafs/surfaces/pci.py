@@ -10,8 +10,10 @@ Attributes, modes and link shapes follow the kernel (drivers/pci/pci-sysfs.c): t
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from mokkafs.state import PciFunction, RootComplex, State
+from mokkafs.surfaces import ib_traffic
 from mokkafs.surfaces.pci_config import config_space, resource_text
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
@@ -69,7 +71,7 @@ def uevent(fn: PciFunction) -> str:
             f"PCI_SLOT_NAME={fn.bdf}\nMODALIAS={modalias(fn)}\n")
 
 
-def _function(fn: PciFunction, nr_cpus: int) -> Iterator[Node]:
+def _function(fn: PciFunction, state: State) -> Iterator[Node]:
     d = device_path(fn)
     yield Dir(d)
     yield text(f"{d}/vendor", f"0x{fn.vendor:04x}")
@@ -81,7 +83,7 @@ def _function(fn: PciFunction, nr_cpus: int) -> Iterator[Node]:
     yield text(f"{d}/irq", fn.irq)
     yield text(f"{d}/numa_node", fn.numa_node, 0o644)
     yield text(f"{d}/local_cpulist", cpulist(fn.cpus))
-    yield text(f"{d}/local_cpus", cpumask(fn.cpus, nr_cpus))
+    yield text(f"{d}/local_cpus", cpumask(fn.cpus, state.nr_cpus))
     yield File(f"{d}/resource", resource_text(fn))
     yield File(f"{d}/config", config_space(fn), 0o644)
     yield text(f"{d}/modalias", modalias(fn))
@@ -98,15 +100,43 @@ def _function(fn: PciFunction, nr_cpus: int) -> Iterator[Node]:
     yield text(f"{d}/broken_parity_status", 0, 0o644)
     yield text(f"{d}/d3cold_allowed", 1, 0o644)
     yield text(f"{d}/ari_enabled", 0)
-    for name in ("remove", "rescan", "reset"):
+    yield text(f"{d}/power_state", "D0")
+    yield _write_only(f"{d}/remove", 0o220)
+    for name in ("rescan", "reset"):
         yield _write_only(f"{d}/{name}")
+    yield from power(d, state)
     yield relative_link(f"{d}/driver", f"{BUS_PCI}/drivers/{fn.driver}")
     yield relative_link(f"{d}/subsystem", BUS_PCI)
 
 
-def _write_only(path: str) -> File:
+def _write_only(path: str, mode: int = 0o200) -> File:
     # sysfs refuses to open an attribute without a show method for reading: EACCES.
-    return File(path, b"", 0o200, error=13)
+    return File(path, b"", mode, error=13)
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveMilliseconds:
+    """``power/runtime_active_time``: milliseconds the device has been active, i.e. since
+    the node started (a value, so unchanged devices compare equal across builds)."""
+
+    started_at: float
+    quantum: float
+
+    def __call__(self, now: float) -> bytes:
+        return f"{int(ib_traffic.elapsed(now, self.started_at, self.quantum) * 1000)}\n".encode()
+
+
+def power(d: str, state: State) -> Iterator[Node]:
+    """A PCI function's ``power/`` (drivers/base/power/sysfs.c): the PCI core forbids runtime
+    power management (control "on"), so the device is active since it was found."""
+    yield Dir(f"{d}/power")
+    yield text(f"{d}/power/control", "on", 0o644)
+    yield text(f"{d}/power/runtime_status", "active")
+    yield File(f"{d}/power/runtime_active_time",
+               ActiveMilliseconds(state.started_at, state.counter_quantum),
+               quantum=state.counter_quantum)
+    yield text(f"{d}/power/runtime_suspended_time", 0)
+    yield File(f"{d}/power/autosuspend_delay_ms", b"", 0o644, error=5)  # EIO: not in use
 
 
 def _root(root: RootComplex) -> Iterator[Node]:
@@ -131,6 +161,6 @@ def nodes(state: State) -> Iterator[Node]:
         for name in ("bind", "unbind", "new_id", "remove_id", "uevent"):
             yield _write_only(f"{ddir}/{name}")
     for fn in state.functions:
-        yield from _function(fn, state.nr_cpus)
+        yield from _function(fn, state)
         yield relative_link(f"{BUS_PCI}/devices/{fn.bdf}", device_path(fn))
         yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", device_path(fn))

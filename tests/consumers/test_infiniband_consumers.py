@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
+import sys
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,15 +40,34 @@ def traffic_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@dataclass
+class Clocked:
+    mount: Mount
+    clock: Path  # the daemon's clock: seconds, as the test sets them
+
+    @property
+    def sys(self) -> Path:
+        return self.mount.sys
+
+    @property
+    def path(self) -> Path:
+        return self.mount.path
+
+
 @pytest.fixture(scope="module")
-def ib_mount(tmp_path_factory: pytest.TempPathFactory, traffic_profile: Path) -> Iterator[Mount]:
-    mnt = tmp_path_factory.mktemp("ib") / "mnt"
-    with mokkafs_mount(mnt, ["--profile", str(traffic_profile), "--node-name", "node-a",
-                             "--counter-staleness-ms", "0"]) as mount:
-        yield mount
+def ib_mount(tmp_path_factory: pytest.TempPathFactory, traffic_profile: Path) -> Iterator[Clocked]:
+    base = tmp_path_factory.mktemp("ib")
+    clock = base / "clock"
+    clock.write_text("5000.0")
+    mnt = base / "mnt"
+    args = ["--profile", str(traffic_profile), "--node-name", "node-a",
+            "--counter-staleness-ms", "0"]
+    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock), *args, str(mnt)]
+    with mokkafs_mount(mnt, args, command=command) as mount:
+        yield Clocked(mount, clock)
 
 
-def test_ibstat_lists_and_describes_every_hca(ib_mount: Mount, traffic_profile: Path) -> None:
+def test_ibstat_lists_and_describes_every_hca(ib_mount: Clocked, traffic_profile: Path) -> None:
     require_tool("ibstat")
     state = state_of(traffic_profile, node_name="node-a")
     listed = with_sys(ib_mount.sys, "ibstat -l").split()
@@ -64,7 +84,7 @@ def test_ibstat_lists_and_describes_every_hca(ib_mount: Mount, traffic_profile: 
     assert "SM lid: 1" in out and "Link layer: InfiniBand" in out
 
 
-def test_ibstatus(ib_mount: Mount, traffic_profile: Path) -> None:
+def test_ibstatus(ib_mount: Clocked, traffic_profile: Path) -> None:
     require_tool("ibstatus")
     state = state_of(traffic_profile, node_name="node-a")
     out = with_sys(ib_mount.sys, "ibstatus")
@@ -76,7 +96,7 @@ def test_ibstatus(ib_mount: Mount, traffic_profile: Path) -> None:
     assert "rate:\t\t 400 Gb/sec (4X NDR)" in out
 
 
-def test_ibv_devices_with_device_nodes(ib_mount: Mount, traffic_profile: Path) -> None:
+def test_ibv_devices_with_device_nodes(ib_mount: Clocked, traffic_profile: Path) -> None:
     require_tool("ibv_devices")
     state = state_of(traffic_profile, node_name="node-a")
     nodes = device_numbers(state)
@@ -102,38 +122,36 @@ def scrape(url: str) -> dict[str, float]:
 
 
 def test_node_exporter_reports_every_hca_and_counters_move_at_the_configured_rate(
-        ib_mount: Mount) -> None:
+        ib_mount: Clocked) -> None:
+    """Two scrapes 10 s apart on the daemon's clock: every port moved exactly 10 s worth of
+    the profile's rates (1e9 B/s out, 2e8 B/s in), as node_exporter reports them."""
     with node_exporter(ib_mount.sys) as url:
-        # A scrape reads ~240 counter files one request at a time, each device at its own
-        # offset into the scrape. After a warm-up scrape, two warm scrapes read every device
-        # at nearly the same offset, so timing them at their starts over 6 s leaves that
-        # spread far inside the 2 % tolerance (a cold first scrape skewed it by 1-2 %).
-        scrape(url)
-        t1 = time.monotonic()
+        ib_mount.clock.write_text("5100.0")
         first = scrape(url)
-        time.sleep(6.0)
-        t2 = time.monotonic()
+        ib_mount.clock.write_text("5110.0")
         second = scrape(url)
     assert first['node_scrape_collector_success{collector="infiniband"}'] == 1
     for i in range(8):
-        key = (f'node_infiniband_port_data_transmitted_bytes_total{{device="mlx5_{i}",'
-               f'port="1"}}')
-        rate = (second[key] - first[key]) / (t2 - t1)
-        assert rate == pytest.approx(1.0e9, rel=0.02), (key, rate)
-        rcv = (f'node_infiniband_port_data_received_bytes_total{{device="mlx5_{i}",port="1"}}')
-        assert (second[rcv] - first[rcv]) / (t2 - t1) == pytest.approx(2.0e8, rel=0.02)
+        labels = f'{{device="mlx5_{i}",port="1"}}'
+        key = f"node_infiniband_port_data_transmitted_bytes_total{labels}"
+        assert first[key] == 1.0e9 * 100  # since the node started at 5000 s
+        assert second[key] - first[key] == 1.0e9 * 10
+        rcv = f"node_infiniband_port_data_received_bytes_total{labels}"
+        assert second[rcv] - first[rcv] == 2.0e8 * 10
+        # 1e9 B/s in 4096-byte packets is 244,140.625 packets/s, 1 % of them multicast.
+        sent = second[f"node_infiniband_port_packets_transmitted_total{labels}"] - first[
+            f"node_infiniband_port_packets_transmitted_total{labels}"]
+        assert abs(sent - 2_441_406.25) <= 2
+        multicast = second[f"node_infiniband_multicast_packets_transmitted_total{labels}"]
+        assert abs(multicast - 0.01 * 1e9 / 4096 * 110) <= 1
         info = [k for k in first if k.startswith("node_infiniband_info{") and
                 f'device="mlx5_{i}"' in k]
         assert len(info) == 1 and 'hca_type="MT4129"' in info[0]
-        assert first[f'node_infiniband_rate_bytes_per_second{{device="mlx5_{i}",port="1"}}'] == (
-            400 * 125_000_000)
-        assert second[f'node_infiniband_symbol_error_total{{device="mlx5_{i}",port="1"}}'] == 0
-        labels = f'{{device="mlx5_{i}",port="1"}}'
-        assert second[f"node_infiniband_unicast_packets_transmitted_total{labels}"] > 0
-        assert second[f"node_infiniband_multicast_packets_transmitted_total{labels}"] > 0
+        assert first[f"node_infiniband_rate_bytes_per_second{labels}"] == 400 * 125_000_000
+        assert second[f"node_infiniband_symbol_error_total{labels}"] == 0
 
 
-def test_go_procfs_reads_the_infiniband_class(ib_mount: Mount, ibdump: Path,
+def test_go_procfs_reads_the_infiniband_class(ib_mount: Clocked, ibdump: Path,
                                               traffic_profile: Path) -> None:
     state = state_of(traffic_profile, node_name="node-a")
     result = subprocess.run([str(ibdump), str(ib_mount.sys)], capture_output=True, text=True,
@@ -148,7 +166,7 @@ def test_go_procfs_reads_the_infiniband_class(ib_mount: Mount, ibdump: Path,
     assert port["Counters"]["PortXmitData"] > 0
 
 
-def test_lstopo_attaches_every_hca_under_its_pci_device(ib_mount: Mount,
+def test_lstopo_attaches_every_hca_under_its_pci_device(ib_mount: Clocked,
                                                          traffic_profile: Path) -> None:
     exe = require_tool("lstopo-no-graphics")
     state = state_of(traffic_profile, node_name="node-a")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -20,7 +21,19 @@ def readme_commands() -> list[str]:
 
 def test_readme_has_exactly_two_setup_commands() -> None:
     assert readme_commands() == ["scripts/demo.sh", "scripts/test.sh"]
-    assert "scripts/test.sh" in (REPO / ".ci/run").read_text()
+
+
+def test_ci_runs_the_readme_test_command(tmp_path: Path) -> None:
+    """Run .ci/run in a copy whose scripts/test.sh records that it ran, and with what."""
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / ".ci/run", tmp_path / ".ci/run")
+    (tmp_path / "scripts/test.sh").write_text(
+        'echo "ran with $# arguments" > "$(dirname "$0")/ran"\n')
+    result = subprocess.run(["bash", str(tmp_path / ".ci/run")], capture_output=True,
+                            text=True, timeout=60, cwd="/")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "scripts/ran").read_text() == "ran with 0 arguments\n"
 
 
 def test_demo_mounts_shows_lspci_and_unmounts_on_ctrl_c(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import struct
 
 from mokkafs.surfaces.pci import cpulist, cpumask, modalias
@@ -42,7 +43,7 @@ def test_modes_follow_sysfs() -> None:
     d = "sys/devices/pci0000:15/0000:1b:00.0"
     modes = {name: tree.resolve(f"{d}/{name}").node.mode  # type: ignore[union-attr]
              for name in ("vendor", "numa_node", "config", "remove", "resource")}
-    assert modes == {"vendor": 0o444, "numa_node": 0o644, "config": 0o644, "remove": 0o200,
+    assert modes == {"vendor": 0o444, "numa_node": 0o644, "config": 0o644, "remove": 0o220,
                      "resource": 0o444}
 
 
@@ -120,3 +121,17 @@ def test_bus_directory_has_only_simulated_devices() -> None:
     assert [name for name, _ in listing.children] == [
         "0000:3b:00.0", "0000:5e:00.0", "0000:86:00.0", "0000:af:00.0"]
     assert tree.resolve("sys/class/infiniband") is None
+
+
+def test_power_directory_and_state_as_kernel_6_shows_them() -> None:
+    tree = tree_of(state_of("h100"))
+    gpu = "sys/devices/pci0000:15/0000:1b:00.0"
+    assert read(tree, f"{gpu}/power_state") == b"D0\n"
+    assert read(tree, f"{gpu}/power/control") == b"on\n"
+    assert read(tree, f"{gpu}/power/runtime_status") == b"active\n"
+    assert read(tree, f"{gpu}/power/runtime_suspended_time") == b"0\n"
+    active = tree.resolve(f"{gpu}/power/runtime_active_time")
+    assert active is not None and isinstance(active.node, File)
+    assert active.node.read(12.34) == b"12300\n"  # ms since the node started, per 100 ms step
+    delay = tree.resolve(f"{gpu}/power/autosuspend_delay_ms")
+    assert delay is not None and isinstance(delay.node, File) and delay.node.error == errno.EIO

@@ -35,7 +35,9 @@ def test_the_store_keeps_to_its_budget_dropping_the_least_recently_used() -> Non
     assert snaps.get(7) is None and snaps.size == 60
 
 
-def test_auto_picks_no_open_only_with_the_patch(caplog: pytest.LogCaptureFixture) -> None:
+def test_auto_picks_no_open_only_with_the_patch(caplog: pytest.LogCaptureFixture,
+                                                expected_logs: list[str]) -> None:
+    expected_logs.append("lacks the no-open patch")
     assert choose("auto", patched=True) is CacheMode.NO_OPEN
     with caplog.at_level(logging.WARNING):
         assert choose("auto", patched=False) is CacheMode.KEEP_CACHE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import trio
@@ -16,6 +17,7 @@ from mokkafs.tree.build import build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, Symlink, text
 from tests.conftest import state_of
+from tests.helpers.mounts import REPO
 
 
 class RecordingKernel:
@@ -87,18 +89,27 @@ def test_counters_stay_monotonic_when_rates_change() -> None:
     for name in ib_traffic.COUNTERS:
         assert ib_traffic.counter(carried, name, 100.0) >= ib_traffic.counter(fast, name, 99.9)
         assert ib_traffic.counter(carried, name, 150.0) >= ib_traffic.counter(carried, name, 100)
-    assert ib_traffic.counter(carried, "port_xmit_data", 110.0) == (
-        ib_traffic.counter(fast, "port_xmit_data", 100.0) + 2_500_000)
-    packets = ib_traffic.counter(carried, "port_xmit_packets", 123.0)
-    assert packets == (ib_traffic.counter(carried, "unicast_xmit_packets", 123.0)
-                       + ib_traffic.counter(carried, "multicast_xmit_packets", 123.0))
-    assert ib_traffic.continue_from(fast, replace(fast), 50.0) is fast
+    # 1e9 B/s for 100 s is 2.5e10 words; then 1e6 B/s for 10 s adds 2.5e6.
+    assert ib_traffic.counter(carried, "port_xmit_data", 110.0) == 25_000_000_000 + 2_500_000
+    # 1e6 packets/s for 100 s, then 1e3/s for 23 s.
+    assert ib_traffic.counter(carried, "port_xmit_packets", 123.0) == 100_000_000 + 23_000
 
 
-def test_carry_counters_across_states(tmp_path: object) -> None:
+def test_carry_counters_across_states(tmp_path: Path) -> None:
+    """A swap at t=10 s from the default 12.5 MB/s to 50 MB/s: the counters of every surviving
+    port go on from where they were, at the new rate; a new port starts at its own origin."""
     old = state_of("h100")
-    new = replace(old, generation=Generation(2))
-    assert carry_counters(old, new, 10.0).hcas == old.hcas  # same rates: untouched
+    text = (REPO / "mokkafs/profiles/h100.yaml").read_text().replace(
+        '  guid_prefix: "946dae"\n', '  guid_prefix: "946dae"\n'
+        "  traffic: {xmit_bytes_per_sec: 5.0e7}\n")
+    path = tmp_path / "faster.yaml"
+    path.write_text(text)
+    carried = carry_counters(old, replace(state_of(path), generation=Generation(2)), 10.0)
+    for hca in carried.hcas:
+        traffic = hca.ports[0].traffic
+        # 12.5e6 B/s for 10 s = 31,250,000 words, then 50e6 B/s for 5 s = 62,500,000.
+        assert ib_traffic.counter(traffic, "port_xmit_data", 10.0) == 31_250_000
+        assert ib_traffic.counter(traffic, "port_xmit_data", 15.0) == 31_250_000 + 62_500_000
 
 
 def test_readyz_report_follows_serving() -> None:

@@ -1,0 +1,82 @@
+"""The commands that need no mount: tree (and --cat), render over an existing tree,
+--no-infiniband; and that they never import pyfuse3."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import state_of, tree_of
+from tests.helpers.mounts import REPO
+
+
+def mokkafs(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mokkafs", *args], capture_output=True,
+                          text=True, cwd=REPO, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_tree_cat_shows_text_and_binary_content() -> None:
+    result = mokkafs("tree", "--profile", "h100", "--node-name", "node-a", "--cat",
+                     "sys/devices/pci0000:15/0000:1c:00.0")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "-r--r--r-- sys/devices/pci0000:15/0000:1c:00.0/vendor = 0x15b3" in lines
+    assert ("-rw-r--r-- sys/devices/pci0000:15/0000:1c:00.0/config = <4096 bytes of binary>"
+            in lines)
+    assert ("-r--r--r-- sys/devices/pci0000:15/0000:1c:00.0/infiniband/mlx5_0/fw_ver = "
+            "28.39.2048") in lines
+    assert any(" sys/devices/pci0000:15/0000:1c:00.0/driver -> " in line for line in lines)
+    assert all(line.split(" ", 1)[1].startswith("sys/devices/pci0000:15/0000:1c:00.0")
+               for line in lines)
+    missing = mokkafs("tree", "--profile", "h100", "sys/nowhere")
+    assert missing.returncode == 1 and "no such path in the view" in missing.stderr
+
+
+def test_no_infiniband_leaves_no_trace_of_it() -> None:
+    result = mokkafs("tree", "--profile", "h100", "--no-infiniband")
+    assert result.returncode == 0, result.stderr
+    paths = [line.split(" ", 1)[1].split(" -> ")[0] for line in result.stdout.splitlines()]
+    assert not [p for p in paths if "infiniband" in p or "mlx5" in p]
+    assert "proc/devices" in paths
+    gpus = [p for p in paths if p.startswith("sys/bus/pci/devices/")]
+    assert len(gpus) == 12  # 8 GPUs and 4 NVSwitches, no HCA functions
+
+
+def test_render_over_an_existing_tree_becomes_the_new_view(tmp_path: Path) -> None:
+    dest = tmp_path / "view"
+    for profile in ("h100", "a100"):
+        result = mokkafs("render", "--profile", profile, "--node-name", "node-a", str(dest))
+        assert result.returncode == 0, result.stderr
+    fresh = tmp_path / "fresh"
+    assert mokkafs("render", "--profile", "a100", "--node-name", "node-a",
+                   str(fresh)).returncode == 0
+    listing = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    assert listing == sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*"))
+    assert not (dest / "sys/bus/pci/devices/0000:1b:00.0").exists()  # h100's, gone
+    tree = tree_of(state_of("a100"))
+    for path, entry in tree.walk():
+        if not path:
+            continue
+        st = os.lstat(dest / path)
+        assert stat.S_IFMT(st.st_mode) == stat.S_IFMT(entry.mode), path
+        if stat.S_ISREG(st.st_mode):
+            if "counters" not in path:
+                assert (dest / path).read_bytes() == (fresh / path).read_bytes(), path
+            assert stat.S_IMODE(st.st_mode) == stat.S_IMODE(entry.mode), path
+
+
+def test_tree_and_render_never_import_pyfuse3(tmp_path: Path) -> None:
+    """A machine without FUSE can still look at a view: a pyfuse3 that fails to import."""
+    broken = tmp_path / "broken"
+    (broken / "pyfuse3").mkdir(parents=True)
+    (broken / "pyfuse3/__init__.py").write_text("raise ImportError('no FUSE here')\n")
+    env = {"PYTHONPATH": str(broken)}
+    assert mokkafs("tree", "--profile", "t4", env=env).returncode == 0
+    result = mokkafs("render", "--profile", "t4", str(tmp_path / "out"), env=env)
+    assert result.returncode == 0, result.stderr
+    assert mokkafs("profiles", env=env).returncode == 0
+    mount = mokkafs("mount", str(tmp_path), env=env)
+    assert "no FUSE here" in mount.stderr  # the one command that needs it does import it

@@ -1,0 +1,127 @@
+"""The metrics and health endpoint, in trio on a loopback port: the answers, HEAD, bad
+requests, and the cap on connections."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+
+from mokkafs.errors import MetricsError
+from mokkafs.obs.http import parse_address, serve_http
+from mokkafs.obs.metrics import Metrics
+from mokkafs.obs.status import Status
+
+
+@asynccontextmanager
+async def endpoint(status: Status, max_connections: int = 16) -> AsyncIterator[int]:
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(lambda task_status: serve_http(
+            "127.0.0.1:0", Metrics(status), status, max_connections=max_connections,
+            task_status=task_status))
+        yield port
+        nursery.cancel_scope.cancel()
+
+
+async def exchange(port: int, request: bytes) -> bytes:
+    with trio.fail_after(10):
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            await stream.send_all(request)
+            data = b""
+            while chunk := await stream.receive_some(65536):
+                data += chunk
+            return data
+
+
+def head_and_body(reply: bytes) -> tuple[str, dict[str, str], bytes]:
+    head, _, body = reply.partition(b"\r\n\r\n")
+    status, *lines = head.decode().split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    return status, headers, body
+
+
+def test_answers() -> None:
+    status = Status(serving=True, generation=7, cache_mode="no-open", surfaces={"pci": 3})
+
+    async def main() -> None:
+        async with endpoint(status) as port:
+            line, headers, body = head_and_body(
+                await exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert line == "HTTP/1.1 200 OK" and headers["content-type"].startswith("text/plain")
+            assert "mokkafs_generation 7.0" in body.decode()
+            assert 'mokkafs_cache_mode_info{mode="no-open"} 1.0' in body.decode()
+            assert int(headers["content-length"]) == len(body)
+            line, headers, body = head_and_body(
+                await exchange(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert line == "HTTP/1.1 200 OK" and int(headers["content-length"]) > 100
+            assert body == b""
+            line, _, body = head_and_body(
+                await exchange(port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert line == "HTTP/1.1 200 OK" and json.loads(body)["generation"] == 7
+            status.serving = False
+            line, _, body = head_and_body(
+                await exchange(port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert line == "HTTP/1.1 503 Service Unavailable"
+            assert json.loads(body)["ready"] is False
+            line, _, body = head_and_body(
+                await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert (line, body) == ("HTTP/1.1 200 OK", b"ok\n")  # liveness, whatever else
+            line, _, _ = head_and_body(
+                await exchange(port, b"POST /metrics HTTP/1.1\r\nHost: x\r\n"
+                                     b"Content-Length: 0\r\n\r\n"))
+            assert line == "HTTP/1.1 405 Method Not Allowed"
+            line, _, _ = head_and_body(
+                await exchange(port, b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert line == "HTTP/1.1 404 Not Found"
+            line, _, _ = head_and_body(await exchange(port, b"\x00\x01 garbage\r\n\r\n"))
+            assert line == "HTTP/1.1 400 Bad Request"
+
+    trio.run(main)
+
+
+def test_connections_beyond_the_cap_are_shed_and_service_goes_on() -> None:
+    status = Status(serving=True)
+
+    async def main() -> None:
+        async with endpoint(status, max_connections=2) as port:
+            idle = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(2)]
+            with trio.fail_after(10):  # a third is closed at once, not queued
+                extra = await trio.open_tcp_stream("127.0.0.1", port)
+                assert await extra.receive_some(10) == b""
+            await extra.aclose()
+            for stream in idle:
+                await stream.aclose()
+            with trio.fail_after(10):
+                while True:  # the slots come back as the idle ones close
+                    reply = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                    if reply:
+                        break
+            assert reply.startswith(b"HTTP/1.1 200 OK")
+
+    trio.run(main)
+
+
+@pytest.mark.parametrize("text", ["9464", "host:", "host:99999", "[::1]"])
+def test_bad_addresses_are_metrics_errors(text: str) -> None:
+    with pytest.raises(MetricsError, match="expected HOST:PORT"):
+        parse_address(text)
+    assert parse_address(":9464") == ("127.0.0.1", 9464)
+    assert parse_address("[::1]:9464") == ("::1", 9464)
+
+
+def test_an_address_in_use_is_a_metrics_error() -> None:
+    async def main() -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        try:
+            with pytest.raises(MetricsError, match="cannot listen there"):
+                await serve_http(f"127.0.0.1:{port}", Metrics(Status()), Status())
+        finally:
+            for listener in listeners:
+                await listener.aclose()
+
+    trio.run(main)

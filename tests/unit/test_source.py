@@ -1,0 +1,230 @@
+"""The file source without a mount: real inotify on a temporary directory, in trio. Each way
+a file changes gives exactly the update it should, a slow compile never holds back the next
+edit, and a source that cannot watch says so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from mokkafs.errors import ProfileError
+from mokkafs.obs.status import Status
+from mokkafs.profile.compile import Options
+from mokkafs.profile.resolve import compile_text
+from mokkafs.source import Update
+from mokkafs.source.file import FileSource
+from mokkafs.source.inotify import Watches
+from mokkafs.state import State
+from tests.helpers.mounts import SHIPPED_PROFILES
+
+A100, H100, T4 = ((SHIPPED_PROFILES / f"{n}.yaml").read_text() for n in ("a100", "h100", "t4"))
+OPTIONS = Options(node_name="n")
+
+
+def gpus(state: State | None) -> int:
+    assert state is not None
+    return sum(1 for f in state.functions if f.kind == "gpu")
+
+
+def compile_profile(text: str, filename: str) -> State:
+    return compile_text(text, filename, OPTIONS)
+
+
+@asynccontextmanager
+async def running(source: FileSource) -> AsyncIterator[trio.MemoryReceiveChannel[Update]]:
+    send, recv = trio.open_memory_channel[Update](16)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(source.run, send)
+        yield recv
+        nursery.cancel_scope.cancel()
+
+
+async def next_update(recv: trio.MemoryReceiveChannel[Update]) -> Update:
+    with trio.fail_after(20):
+        return await recv.receive()
+
+
+async def settled(source: FileSource) -> None:
+    """Until the source has read the file after its watch was set (its first read)."""
+    with trio.fail_after(20):
+        while source.reads == 0:  # noqa: ASYNC110  (a count the source keeps, no event)
+            await trio.sleep(0.01)
+
+
+def write_in_place(path: Path, text: str) -> None:
+    with open(path, "r+") as f:
+        f.truncate(0)
+        f.write(text)
+
+
+def profile_in(tmp_path: Path, text: str = A100) -> Path:
+    path = tmp_path / "config" / "node.yaml"
+    path.parent.mkdir()
+    path.write_text(text)
+    return path
+
+
+def test_each_way_a_file_changes_is_one_update(tmp_path: Path) -> None:
+    path = profile_in(tmp_path)
+    source = FileSource(path, compile_profile)
+    assert gpus(source.initial()) == 8 and source.generation == 2
+
+    async def main() -> None:
+        async with running(source) as updates:
+            await settled(source)
+            write_in_place(path, T4)
+            first = await next_update(updates)
+            assert gpus(first.state) == 4 and first.state and first.state.generation == 2
+            path.write_text(T4)  # the same bytes: no update; the next one is H100's
+            tmp = path.with_name(".swp")
+            tmp.write_text(H100)
+            os.rename(tmp, path)  # an editor's rename over
+            second = await next_update(updates)
+            assert gpus(second.state) == 8 and second.state and second.state.generation == 3
+
+    trio.run(main)
+
+
+def test_a_configmap_swap_is_one_update(tmp_path: Path) -> None:
+    root = tmp_path / "config"
+    root.mkdir()
+    (root / "..2024_01").mkdir()
+    (root / "..2024_01/node.yaml").write_text(A100)
+    os.symlink("..2024_01", root / "..data")
+    os.symlink("..data/node.yaml", root / "node.yaml")
+    source = FileSource(root / "node.yaml", compile_profile)
+    source.initial()
+
+    async def main() -> None:
+        async with running(source) as updates:
+            await settled(source)
+            (root / "..2024_02").mkdir()
+            (root / "..2024_02/node.yaml").write_text(T4)
+            os.symlink("..2024_02", root / "..data_tmp")
+            os.rename(root / "..data_tmp", root / "..data")  # what the kubelet does
+            shutil.rmtree(root / "..2024_01")
+            update = await next_update(updates)
+            assert gpus(update.state) == 4
+
+    trio.run(main)
+
+
+def test_a_slow_compile_never_holds_back_the_next_edit(tmp_path: Path) -> None:
+    path = profile_in(tmp_path)
+    stuck = threading.Event()
+    release = threading.Event()
+
+    def compile_slowly(text: str, filename: str) -> State:
+        if "# slow" in text:
+            stuck.set()
+            release.wait(60)  # a compile that takes a minute
+        return compile_profile(text, filename)
+
+    source = FileSource(path, compile_slowly)
+    source.initial()
+
+    async def main() -> None:
+        async with running(source) as updates:
+            await settled(source)
+            path.write_text(H100 + "# slow\n")
+            await trio.to_thread.run_sync(stuck.wait, 20)
+            path.write_text(T4)  # while the slow one still compiles
+            update = await next_update(updates)
+            assert gpus(update.state) == 4  # the newer edit, not the slow one
+            release.set()
+            with trio.move_on_after(0.5):  # the abandoned compile sends nothing
+                late = await updates.receive()
+                pytest.fail(f"an abandoned compile was delivered: {late}")
+
+    try:
+        trio.run(main)
+    finally:
+        release.set()
+
+
+def test_errors_are_updates_and_a_failed_read_forgets_the_bytes(tmp_path: Path) -> None:
+    path = profile_in(tmp_path)
+    source = FileSource(path, compile_profile)
+    source.initial()
+
+    async def main() -> None:
+        async with running(source) as updates:
+            await settled(source)
+            path.write_text(A100 + "gpus: 8\n")
+            bad = await next_update(updates)
+            assert isinstance(bad.error, ProfileError) and "gpus" in str(bad.error)
+            text = path.read_text()
+            path.unlink()
+            gone = await next_update(updates)
+            assert "no such file" in str(gone.error)
+            path.write_text(A100)  # the bytes served before the bad edit: still news
+            back = await next_update(updates)
+            assert gpus(back.state) == 8
+            assert text != A100
+
+    trio.run(main)
+
+
+class Unwatchable(Watches):
+    """Watches that cannot be set, as when the kernel's inotify limits are reached."""
+
+    fail = True
+
+    def follow(self, directory: Path) -> str | None:
+        if Unwatchable.fail:
+            return f"no inotify watch on {directory}: No space left on device"
+        return super().follow(directory)
+
+
+def test_a_source_that_cannot_watch_says_so_and_sighup_retries(tmp_path: Path,
+                                                              expected_logs: list[str]) -> None:
+    expected_logs.append("cannot follow .*: no inotify watch")
+    path = profile_in(tmp_path)
+    source = FileSource(path, compile_profile, watches=Unwatchable)
+    source.initial()
+    status = Status(serving=True, watch=source)
+
+    async def main() -> None:
+        async with running(source) as updates:
+            await settled(source)
+            assert not source.following and "No space left" in str(source.follow_error)
+            report = status.report()
+            assert report["ready"] is False and report["following"] is False
+            Unwatchable.fail = False
+            source.reload()  # SIGHUP: watch again, and read
+            update = await next_update(updates)
+            assert update.state is not None and source.following
+            assert status.report()["ready"] is True
+
+    try:
+        trio.run(main)
+    finally:
+        Unwatchable.fail = True
+
+
+def test_the_directory_comes_back(tmp_path: Path) -> None:
+    path = profile_in(tmp_path)
+    source = FileSource(path, compile_profile)
+    source.initial()
+
+    async def main() -> None:
+        async with running(source) as updates:
+            await settled(source)
+            shutil.rmtree(path.parent)
+            gone = await next_update(updates)
+            assert gone.error is not None and source.following  # an ancestor is watched
+            path.parent.mkdir()
+            path.write_text(T4)
+            back = await next_update(updates)
+            assert gpus(back.state) == 4
+
+    trio.run(main)
+
+
