@@ -27,8 +27,9 @@ def image() -> str:
     subprocess.run([str(REPO / "deploy/make-base-image.sh")], check=True, timeout=900,
                    capture_output=True)
     # The machine's CA bundle, lent to pip for the build (registries may sit behind a proxy).
-    podman("build", *RUN, "--network", "host", "--secret",
-           "id=ca,src=/etc/ssl/certs/ca-certificates.crt", "-f",
+    # Lend the build the CA bundle pip uses here (a TLS-intercepting proxy's, if any).
+    ca = os.environ.get("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt")
+    podman("build", *RUN, "--network", "host", "--secret", f"id=ca,src={ca}", "-f",
            str(REPO / "deploy/Containerfile"), "-t", IMAGE, str(REPO), timeout=1200)
     return IMAGE
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Run the README's two commands on a minimal Debian 12, as a newcomer's machine would be:
+# debootstrap --variant=minbase into a directory, put a clean clone of this repository in it,
+# and, chrooted there (in a private mount namespace with /proc, /sys, /dev bound in and a
+# /run of its own), run scripts/demo.sh until it serves and then scripts/test.sh.
+#
+#   scripts/try-minimal-debian.sh [ROOT]      (default /var/tmp/mokkafs-minbase; as root)
+#
+# The machine's own network is lent, not installed: its resolver, and the CA bundle pip
+# trusts here (PIP_CERT, for a TLS-intercepting proxy). Everything else the project needs
+# comes from its own set-up. ROOT is left in place for inspection; delete it afterwards.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+root=${1:-/var/tmp/mokkafs-minbase}
+command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
+
+if [ ! -x "$root/usr/bin/apt-get" ]; then
+  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >&2
+fi
+rm -rf "$root/src"
+git clone -q "$here" "$root/src"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
+cp "$ca" "$root/etc/lent-ca.crt"
+cat > "$root/src.sh" <<'INNER'
+set -eu
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+export PIP_CERT=/etc/lent-ca.crt DEBIAN_FRONTEND=noninteractive
+cd /src
+python3 --version 2>/dev/null && echo "python3 was already there" || echo "no python3 yet"
+echo "== scripts/demo.sh (stopped once it serves)"
+setsid scripts/demo.sh > /tmp/demo.out 2>&1 &
+demo=$!
+for i in $(seq 600); do grep -q "Press Ctrl-C" /tmp/demo.out && break; sleep 1; done
+cat /tmp/demo.out
+kill -INT -$demo; wait $demo || true
+grep -q "Press Ctrl-C" /tmp/demo.out
+echo "== scripts/test.sh"
+scripts/test.sh
+INNER
+unshare -m --propagation private sh -ec "
+  mount --make-rshared /
+  mount -t proc proc '$root/proc'
+  mount --rbind /sys '$root/sys'
+  mount --rbind /dev '$root/dev'
+  mount -t tmpfs -o mode=755 tmpfs '$root/run'
+  mount -t tmpfs -o mode=1777 tmpfs '$root/tmp'
+  chroot '$root' /bin/bash /src.sh
+"
