@@ -155,13 +155,13 @@ class NoOpen(Serving):
         self.snapshots = snapshots or Snapshots()  # what the kernel was told, per inode
 
     def entry_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
+        """As a listing gives them: nothing is computed. A dynamic file's attributes expire at
+        once, so the kernel asks (``attributes``) before it reads: listing a directory of
+        counters computes none of them, and one that fails cannot fail the listing."""
         node, timeout = entry.node, self.view.timeout
         if isinstance(node, File) and node.dynamic and not node.error:
-            now = self.view.clock()
-            snap = self.snapshots.take(entry.inode, node.read(now))
-            # Cached until the content's next step, so no reader sees it older than that.
-            return attrs.of_entry(entry, timeout, snapshot=snap,
-                                  attr_timeout=min(node.fresh_for(now), timeout))
+            return attrs.of_entry(entry, timeout, snapshot=self.snapshots.get(entry.inode),
+                                  attr_timeout=0.0)
         if isinstance(node, Dir) and node.merge is not None:
             # Its listing includes the host's, which changes without the tree: the mtime the
             # kernel checks its cached listing against follows a snapshot of the names.
@@ -171,6 +171,12 @@ class NoOpen(Serving):
 
     async def attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
         node, host = entry.node, self.view.host
+        if isinstance(node, File) and node.dynamic and not node.error:
+            now = self.view.clock()
+            snap = self.snapshots.take(entry.inode, node.read(now))
+            # Cached until the content's next step, so no reader sees it older than that.
+            return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
+                                  attr_timeout=min(node.fresh_for(now), self.view.timeout))
         if host is not None and isinstance(node, Dir) and node.merge is not None:
             names = await self.view.on_host(host.listdir, node.merge, OWN)
             mine = [name for name, _ in entry.children]

@@ -19,8 +19,9 @@ import os
 import stat
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
-from mokkafs.host.netns import OWN, NetnsSysfs
+from mokkafs.host.netns import OWN
 from mokkafs.host.sysfs import Sysfs
 
 SCOPED = ("class/net", "devices/virtual/net")
@@ -49,11 +50,19 @@ class HostNode:
         return 0.0 if is_scoped(self.rel) else HOST_TIMEOUT
 
 
+class Instances(Protocol):
+    """The sysfs instances host entries are read from (``mokkafs.host.netns.NetnsSysfs``)."""
+
+    def key_of(self, pid: int) -> int: ...
+
+    def sysfs(self, key: int) -> Sysfs | None: ...
+
+
 class HostView:
     """Host nodes the kernel holds, and their I/O (blocking: call from worker threads, except
     the registry methods ``node``, ``remember`` and ``forget``)."""
 
-    def __init__(self, netns: NetnsSysfs) -> None:
+    def __init__(self, netns: Instances) -> None:
         self.netns = netns
         self._nodes: dict[int, tuple[HostNode, int]] = {}  # inode -> (node, kernel lookups)
         self._lock = threading.Lock()

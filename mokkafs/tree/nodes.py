@@ -8,6 +8,7 @@ do (write-only ``remove``, ``gid_attrs/ndevs`` on an InfiniBand port).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,8 +46,12 @@ class File:
         return self.content if isinstance(self.content, bytes) else self.content(now)
 
     def fresh_for(self, now: Clock) -> float:
-        """Seconds from ``now`` until dynamic content may next change."""
-        return self.quantum - now % self.quantum if self.quantum > 0 else 0.0
+        """Seconds from ``now`` until dynamic content may next change: the next multiple of
+        the quantum, found the way the content finds its step (``floor(now / quantum)``; a
+        float ``now % quantum`` can put an exact multiple at the end of the step before)."""
+        if self.quantum <= 0:
+            return 0.0
+        return (math.floor(now / self.quantum) + 1) * self.quantum - now
 
 
 @dataclass(frozen=True, slots=True)

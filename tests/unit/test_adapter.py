@@ -1,0 +1,261 @@
+"""The FUSE handlers without a kernel (s3ql's t3_fs_api): ``Operations`` over a small Tree and
+a fake host sysfs (a directory of the test's), called directly, in milliseconds. The mount
+tests prove only what needs a kernel."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, TypeVar, cast
+
+import pyfuse3
+import pytest
+import trio
+
+from mokkafs.fuse.adapter import Operations
+from mokkafs.fuse.modes import CacheMode, KeepCache, NoOpen, serving
+from mokkafs.fuse.passthrough import HostView
+from mokkafs.fuse.view import TreeHolder, View
+from mokkafs.host.sysfs import Sysfs
+from mokkafs.tree.build import Tree, build
+from mokkafs.tree.nodes import Dir, File, Symlink, text
+
+T = TypeVar("T")
+GPU = "sys/devices/pci0000:00/0000:00:01.0"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 10.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Counting:
+    """Dynamic content: the clock's whole tenths."""
+
+    def __call__(self, now: float) -> bytes:
+        return f"{int(now * 10)}\n".encode()
+
+
+def explode(now: float) -> bytes:
+    raise ZeroDivisionError("a surface bug")
+
+
+def small_tree(generation: int = 1, vendor: str = "0x10de") -> Tree:
+    return build([
+        Dir("sys", merge=""),
+        Dir("sys/devices", merge="devices", hide=("pci*",)),
+        text(f"{GPU}/vendor", vendor),
+        File(f"{GPU}/remove", b"", 0o220, error=errno.EACCES),
+        Symlink("sys/bus/pci/devices/0000:00:01.0", "../../../devices/pci0000:00/0000:00:01.0"),
+        File("sys/counter", Counting(), quantum=0.1),
+        File("sys/broken", explode),
+    ], generation, generation * 1000)
+
+
+class Instances:
+    """One sysfs instance: a directory of the test's standing in for the host's sysfs."""
+
+    def __init__(self, root: Path, broken: bool = False) -> None:
+        cls = BrokenSysfs if broken else Sysfs
+        self.own = cls(os.open(root, os.O_RDONLY | os.O_DIRECTORY), "fake")
+
+    def key_of(self, pid: int) -> int:
+        return 0
+
+    def sysfs(self, key: int) -> Sysfs | None:
+        return self.own if key == 0 else None
+
+
+class BrokenSysfs(Sysfs):
+    def listdir(self, rel: str) -> list[str]:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+
+def host_root(tmp_path: Path) -> Path:
+    root = tmp_path / "hostsys"
+    (root / "kernel/mm").mkdir(parents=True)
+    (root / "kernel/mm/transparent_hugepage").mkdir()
+    (root / "devices/system/cpu").mkdir(parents=True)
+    (root / "devices/system/cpu/online").write_text("0-1\n")
+    (root / "devices/pci0000:00").mkdir()  # the host's PCI: hidden by the tree
+    (root / "class/net/lo").mkdir(parents=True)
+    return root
+
+
+def make(tmp_path: Path, mode: CacheMode, broken: bool = False,
+         ) -> tuple[Operations, TreeHolder, Clock]:
+    holder = TreeHolder(small_tree())
+    clock = Clock()
+    view = View(holder, HostView(Instances(host_root(tmp_path), broken)), clock=clock)
+    return Operations(view, serving(mode, view)), holder, clock
+
+
+def run(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    return trio.run(fn)
+
+
+CTX = cast(pyfuse3.RequestContext, SimpleNamespace(pid=os.getpid(), uid=0, gid=0, umask=0))
+
+
+async def lookup_path(ops: Operations, path: str) -> pyfuse3.EntryAttributes:
+    inode = pyfuse3.ROOT_INODE
+    attrs = await ops.getattr(inode, CTX)
+    for part in path.split("/"):
+        attrs = await ops.lookup(inode, part.encode(), CTX)
+        inode = attrs.st_ino
+    return attrs
+
+
+async def errno_of(coro: Coroutine[Any, Any, Any]) -> int:
+    with pytest.raises(pyfuse3.FUSEError) as info:
+        await coro
+    return info.value.errno
+
+
+@pytest.mark.parametrize("mode", list(CacheMode))
+def test_tree_entries(tmp_path: Path, mode: CacheMode) -> None:
+    ops, _, _ = make(tmp_path, mode)
+
+    async def main() -> None:
+        vendor = await lookup_path(ops, f"{GPU}/vendor")
+        assert stat.S_ISREG(vendor.st_mode) and stat.S_IMODE(vendor.st_mode) == 0o444
+        assert vendor.st_size == 7 and vendor.st_mtime_ns == 1000
+        link = await lookup_path(ops, "sys/bus/pci/devices/0000:00:01.0")
+        assert await ops.readlink(link.st_ino, CTX) == b"../../../devices/pci0000:00/0000:00:01.0"
+        assert await errno_of(ops.readlink(vendor.st_ino, CTX)) == errno.EINVAL
+        assert await errno_of(ops.lookup(pyfuse3.ROOT_INODE, b"nope", CTX)) == errno.ENOENT
+        assert await errno_of(ops.getattr(123456789, CTX)) == errno.ENOENT
+
+    run(main)
+
+
+def test_no_open_serves_the_snapshot_the_kernel_was_told_the_size_of(tmp_path: Path) -> None:
+    ops, _, clock = make(tmp_path, CacheMode.NO_OPEN)
+    assert ops.enable_symlink_cache
+
+    async def main() -> None:
+        assert await errno_of(ops.open(1, os.O_RDONLY, CTX)) == errno.ENOSYS
+        assert await errno_of(ops.opendir(1, CTX)) == errno.ENOSYS
+        vendor = await lookup_path(ops, f"{GPU}/vendor")
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x10de\n"
+        counter = await lookup_path(ops, "sys/counter")
+        assert counter.st_size == 4 and counter.attr_timeout == pytest.approx(0.1)
+        clock.now = 10.25  # the counter moves on after the kernel was told its size ...
+        assert await ops.read(counter.st_ino, 0, 4096) == b"100\n"  # ... the read stays whole
+        again = await ops.getattr(counter.st_ino, CTX)
+        assert again.st_size == 4 and again.st_mtime_ns > counter.st_mtime_ns
+        assert again.attr_timeout == pytest.approx(0.05)  # until the next step of the clock
+        assert await ops.read(counter.st_ino, 0, 4096) == b"102\n"
+        remove = await lookup_path(ops, f"{GPU}/remove")
+        assert remove.st_size == 4096 and stat.S_IMODE(remove.st_mode) == 0o220
+        assert await errno_of(ops.read(remove.st_ino, 0, 4096)) == errno.EACCES
+
+    run(main)
+
+
+def test_keep_cache_handles_hold_one_generation(tmp_path: Path) -> None:
+    ops, holder, _ = make(tmp_path, CacheMode.KEEP_CACHE)
+    assert not ops.enable_symlink_cache
+
+    async def main() -> None:
+        vendor = await lookup_path(ops, f"{GPU}/vendor")
+        first = await ops.open(vendor.st_ino, os.O_RDONLY, CTX)
+        assert first.keep_cache and not first.direct_io
+        holder.tree = small_tree(2, vendor="0x15b3")  # a swap while the file is open
+        assert await ops.read(first.fh, 0, 4096) == b"0x10de\n"  # the handle's generation
+        second = await ops.open(vendor.st_ino, os.O_RDONLY, CTX)
+        assert not second.keep_cache  # another handle holds other bytes: drop the pages
+        assert await ops.read(second.fh, 0, 4096) == b"0x15b3\n"
+        await ops.release(first.fh)
+        await ops.release(second.fh)
+        # The first handle was released after the second dropped the pages: it may have put
+        # old bytes back meanwhile, so they are dropped once more, then kept.
+        third = await ops.open(vendor.st_ino, os.O_RDONLY, CTX)
+        assert not third.keep_cache
+        await ops.release(third.fh)
+        fourth = await ops.open(vendor.st_ino, os.O_RDONLY, CTX)
+        assert fourth.keep_cache
+        counter = await lookup_path(ops, "sys/counter")
+        dynamic = await ops.open(counter.st_ino, os.O_RDONLY, CTX)
+        assert dynamic.direct_io and not dynamic.keep_cache
+        assert await errno_of(ops.open(vendor.st_ino, os.O_WRONLY, CTX)) == errno.EROFS
+        remove = await lookup_path(ops, f"{GPU}/remove")
+        assert await errno_of(ops.open(remove.st_ino, os.O_RDONLY, CTX)) == errno.EACCES
+
+    run(main)
+
+
+@pytest.mark.parametrize("mode", list(CacheMode))
+def test_merged_listing_and_host_nodes(tmp_path: Path, mode: CacheMode) -> None:
+    ops, _, _ = make(tmp_path, mode)
+    host = ops.view.host
+    assert host is not None
+
+    async def main() -> None:
+        sys_attrs = await lookup_path(ops, "sys")
+        fh = await ops.serving.opendir(sys_attrs.st_ino) if mode is CacheMode.KEEP_CACHE \
+            else sys_attrs.st_ino
+        names = [name for name, _, _ in await ops.serving.entries(fh)]
+        assert names == ["broken", "bus", "class", "counter", "devices", "kernel"]
+        devices = await lookup_path(ops, "sys/devices")
+        fh = await ops.serving.opendir(devices.st_ino) if mode is CacheMode.KEEP_CACHE \
+            else devices.st_ino
+        listed = [name for name, _, _ in await ops.serving.entries(fh)]
+        assert listed == ["pci0000:00", "system"]  # the tree's root; the host's pci* hidden
+        online = await lookup_path(ops, "sys/devices/system/cpu/online")
+        assert stat.S_ISREG(online.st_mode) and host.held == 3  # system, cpu, online
+        if mode is CacheMode.NO_OPEN:
+            assert await ops.read(online.st_ino, 0, 4096) == b"0-1\n"
+        await ops.forget([(online.st_ino, 1)])
+        assert host.node(online.st_ino) is None and host.held == 2  # the kernel let go
+
+    run(main)
+
+
+@pytest.mark.parametrize("mode", list(CacheMode))
+def test_a_host_directory_that_cannot_be_listed_is_an_error(tmp_path: Path,
+                                                            mode: CacheMode) -> None:
+    ops, _, _ = make(tmp_path, mode, broken=True)
+
+    async def main() -> None:
+        inode = ops.view.holder.tree.resolve("sys").inode  # type: ignore[union-attr]
+        if mode is CacheMode.NO_OPEN:
+            # getattr of a merged directory lists the host's names to date its listing
+            assert await errno_of(ops.getattr(inode, CTX)) == errno.EMFILE
+            assert await errno_of(ops.serving.entries(inode)) == errno.EMFILE
+        else:
+            assert await errno_of(ops.opendir(inode, CTX)) == errno.EMFILE
+
+    run(main)
+
+
+@pytest.mark.parametrize("mode", list(CacheMode))
+def test_a_handler_that_raises_answers_eio_alone(tmp_path: Path, mode: CacheMode,
+                                                 expected_logs: list[str]) -> None:
+    expected_logs.append(r"\w+ failed; answering EIO")
+    ops, _, _ = make(tmp_path, mode)
+
+    async def main() -> None:
+        inode = ops.view.holder.tree.resolve("sys/broken").inode  # type: ignore[union-attr]
+        if mode is CacheMode.NO_OPEN:
+            assert await errno_of(ops.getattr(inode, CTX)) == errno.EIO
+        else:
+            assert await errno_of(ops.open(inode, os.O_RDONLY, CTX)) == errno.EIO
+        vendor = await lookup_path(ops, f"{GPU}/vendor")  # and the rest still serves
+        assert vendor.st_size == 7
+
+    run(main)
+
+
+def test_modes_are_chosen_once(tmp_path: Path) -> None:
+    ops, _, _ = make(tmp_path, CacheMode.NO_OPEN)
+    assert isinstance(ops.serving, NoOpen)
+    ops, _, _ = make(tmp_path / "k", CacheMode.KEEP_CACHE)
+    assert isinstance(ops.serving, KeepCache)
