@@ -24,7 +24,7 @@ class BuildNative(build_ext):
         objects = self.compiler.compile(["native/mokkafs_hook.c"], output_dir=self.build_temp,
                                         extra_postargs=[*WARNINGS, "-O2"])
         self.compiler.link_executable(objects, "mokkafs-hook", output_dir=str(out),
-                                      extra_postargs=["-static"])
+                                      libraries=["json-c"], extra_postargs=["-static"])
 
 
 setup(

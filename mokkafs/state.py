@@ -158,6 +158,13 @@ class State:
     started_at: float = 0.0
     counter_quantum: float = 0.1
 
+    def major(self, name: str) -> int:
+        """The character major the named driver registered (KeyError when none did)."""
+        for major in self.char_majors:
+            if major.name == name:
+                return major.major
+        raise KeyError(name)
+
     def function(self, bdf: str) -> PciFunction:
         for fn in self.functions:
             if fn.bdf == bdf:

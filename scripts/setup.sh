@@ -10,7 +10,7 @@ cd "$here"
 APT_PACKAGES=(
   # what a minimal Debian 12 (debootstrap --variant=minbase) lacks to build and run mokkafs
   python3 python3-venv python3-dev ca-certificates
-  fuse3 libfuse3-dev pkg-config gcc libc6-dev make patch curl
+  fuse3 libfuse3-dev pkg-config gcc libc6-dev make patch curl libjson-c-dev
   # the real consumers and runtimes the tests run
   pciutils infiniband-diags ibverbs-utils ibverbs-providers prometheus-node-exporter
   golang-go golang-github-prometheus-procfs-dev hwloc-nox

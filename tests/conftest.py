@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mokkafs.host.mountinfo import mounts_of
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import load_state
 from mokkafs.state import HostFacts, State
@@ -89,8 +90,7 @@ def read_following_links(tree: Tree, rel: str, now: float = 0.0) -> bytes:
 
 
 def _test_mounts() -> set[str]:
-    with open("/proc/self/mountinfo") as f:
-        return {line.split()[4] for line in f if "/pytest-of-" in line.split()[4]}
+    return {m.point for m in mounts_of() if "/pytest-of-" in m.point}
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,6 @@ kernel holds it, so walking the whole host sysfs does not grow the daemon.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import threading
@@ -23,6 +22,7 @@ from typing import Protocol
 
 from mokkafs.host.netns import OWN
 from mokkafs.host.sysfs import Sysfs
+from mokkafs.tree.build import Inode, hash_inode
 
 SCOPED = ("class/net", "devices/virtual/net")
 HOST_TIMEOUT = 1.0
@@ -32,16 +32,15 @@ def is_scoped(rel: str) -> bool:
     return any(rel == s or rel.startswith(s + "/") for s in SCOPED)
 
 
-def host_inode(rel: str, key: int, target: str = "") -> int:
+def host_inode(rel: str, key: int, target: str = "") -> Inode:
     """A symlink's number includes its target: a link re-made to point elsewhere is another
     inode, so a kernel that caches link targets never serves the old one."""
-    digest = hashlib.blake2b(f"h:{key}:{rel}:{target}".encode(), digest_size=8).digest()
-    return (int.from_bytes(digest, "big") >> 1) | 2
+    return hash_inode(f"h:{key}:{rel}:{target}")
 
 
 @dataclass(frozen=True, slots=True)
 class HostNode:
-    inode: int
+    inode: Inode
     rel: str
     key: int  # the sysfs instance it is read from (``OWN``: the daemon's)
 

@@ -137,7 +137,7 @@ def _hca(hca: Hca, state: State) -> Iterator[Node]:
         yield from _port(base, hca, port, state)
     yield relative_link(f"{CLASS}/infiniband/{hca.name}", base)
 
-    major = next(c.major for c in state.char_majors if c.name == "infiniband_verbs")
+    major = state.major("infiniband_verbs")
     verbs = f"{pci}/infiniband_verbs/uverbs{hca.index}"
     yield from _chardev(verbs, pci, "infiniband_verbs", major, uverbs_minor(hca.index),
                         f"infiniband/uverbs{hca.index}")
@@ -167,7 +167,7 @@ def device_numbers(state: State) -> list[tuple[str, int, int]]:
     """(/dev path, major, minor) of every character device the simulated HCAs have."""
     if not state.hcas:
         return []
-    major = next(c.major for c in state.char_majors if c.name == "infiniband_verbs")
+    major = state.major("infiniband_verbs")
     out = []
     for hca in state.hcas:
         out.append((f"/dev/infiniband/uverbs{hca.index}", major, uverbs_minor(hca.index)))

@@ -15,10 +15,13 @@ import hashlib
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NewType
 
 from mokkafs.tree.nodes import CharDevice, Dir, Node, Symlink
 
-ROOT_INODE = 1
+Inode = NewType("Inode", int)  # what the kernel knows a node by
+
+ROOT_INODE = Inode(1)
 
 
 def _kind(node: Node) -> str:
@@ -27,24 +30,28 @@ def _kind(node: Node) -> str:
     return "d" if isinstance(node, Dir) else "l" if isinstance(node, Symlink) else "f"
 
 
-def inode_of(path: str, kind: str = "f") -> int:
+def hash_inode(key: str) -> Inode:
+    """The inode number of whatever ``key`` names: 63 bits of its hash, never 0 or 1 (the
+    root's), the same in every process and release."""
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
+    return Inode((int.from_bytes(digest, "big") >> 1) | 2)
+
+
+def inode_of(path: str, kind: str = "f") -> Inode:
     """Stable inode number of a mount-relative path ('' is the root) holding a node of
-    ``kind`` ('d', 'f' or 'l')."""
-    if not path:
-        return ROOT_INODE
-    digest = hashlib.blake2b(f"{kind}:{path}".encode(), digest_size=8).digest()
-    return (int.from_bytes(digest, "big") >> 1) | 2  # 63 bits, never 0 or 1
+    ``kind`` ('d', 'f', 'l' or 'c')."""
+    return hash_inode(f"{kind}:{path}") if path else ROOT_INODE
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
     """One node as served: its inode, parent, node, and (directories) sorted children."""
 
-    inode: int
-    parent: int
+    inode: Inode
+    parent: Inode
     name: str
     node: Node
-    children: tuple[tuple[str, int], ...] = ()
+    children: tuple[tuple[str, Inode], ...] = ()
     mtime_ns: int = 0
 
     @property
@@ -73,10 +80,10 @@ class Tree:
     children (no second index: at 256 HCAs one would cost 5 MiB)."""
 
     generation: int
-    entries: dict[int, Entry]
+    entries: dict[Inode, Entry]
 
     def lookup(self, parent: int, name: str) -> Entry | None:
-        entry = self.entries.get(parent)
+        entry = self.entries.get(Inode(parent))
         if entry is None:
             return None
         kids = entry.children
@@ -84,7 +91,7 @@ class Tree:
         return self.entries[kids[i][1]] if i < len(kids) and kids[i][0] == name else None
 
     def get(self, inode: int) -> Entry | None:
-        return self.entries.get(inode)
+        return self.entries.get(Inode(inode))
 
     def resolve(self, path: str) -> Entry | None:
         """The entry at a mount-relative path, without following symlinks."""
@@ -132,7 +139,7 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
             children.setdefault(parent, []).append(path)
     inodes = {path: inode_of(path, _kind(node)) for path, node in by_path.items()}
     names = {path: path.rpartition("/")[2] for path in by_path}  # one string per name
-    entries: dict[int, Entry] = {}
+    entries: dict[Inode, Entry] = {}
     for path, node in by_path.items():
         ino = inodes[path]
         if ino in entries:

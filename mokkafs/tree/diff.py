@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mokkafs.tree.build import Tree
+from mokkafs.tree.build import Inode, Tree
 from mokkafs.tree.nodes import CharDevice, File
 
 
 @dataclass(frozen=True)
 class Invalidation:
-    changed_data: tuple[int, ...]  # static files, links and directories: drop pages and attrs
-    changed_attrs: tuple[int, ...]  # dynamic files and device nodes: attributes only
-    removed: tuple[tuple[int, str, int], ...]  # (parent inode, name, inode)
-    added: tuple[tuple[int, str], ...]  # (parent inode, name)
+    changed_data: tuple[Inode, ...]  # static files, links, directories: drop pages and attrs
+    changed_attrs: tuple[Inode, ...]  # dynamic files and device nodes: attributes only
+    removed: tuple[tuple[Inode, str, Inode], ...]  # (parent inode, name, inode)
+    added: tuple[tuple[Inode, str], ...]  # (parent inode, name)
 
     def __len__(self) -> int:
         return (len(self.changed_data) + len(self.changed_attrs) + len(self.removed)
@@ -29,8 +29,8 @@ class Invalidation:
 
 
 def diff(old: Tree, new: Tree) -> Invalidation:
-    data: list[int] = []
-    attrs: list[int] = []
+    data: list[Inode] = []
+    attrs: list[Inode] = []
     for ino, entry in new.entries.items():
         before = old.entries.get(ino)
         if before is None or (before.node == entry.node and before.children == entry.children):

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mokkafs.host.mountinfo import mounted_at
+
 REPO = Path(__file__).resolve().parents[2]
 NVML_MOCK_PROFILES = REPO / "tests" / "data" / "nvml-mock"
 SHIPPED_PROFILES = REPO / "mokkafs" / "profiles"
@@ -37,8 +39,7 @@ class Mount:
 
 
 def is_mounted(path: Path) -> bool:
-    with open("/proc/self/mountinfo") as f:
-        return any(line.split()[4] == str(path) for line in f)
+    return bool(mounted_at(path))
 
 
 def wait_for(predicate: object, timeout: float, what: str) -> None:

@@ -13,7 +13,7 @@ from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.state import Generation, Traffic
 from mokkafs.surfaces import build_tree, ib_traffic
 from mokkafs.surfaces.ib_traffic import carry_counters
-from mokkafs.tree.build import build, inode_of
+from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, Symlink, text
 from tests.conftest import state_of
@@ -31,8 +31,8 @@ class RecordingKernel:
         self.calls.append(("entry", (parent, name, deleted), threading.get_ident()))
 
 
-PLAN = Invalidation(changed_data=(11,), changed_attrs=(12,), removed=((1, "gone", 13),),
-                    added=((1, "new"),))
+PLAN = Invalidation(changed_data=(Inode(11),), changed_attrs=(Inode(12),),
+                    removed=((ROOT_INODE, "gone", Inode(13)),), added=((ROOT_INODE, "new"),))
 
 
 def test_invalidation_from_the_loop_thread_fails() -> None:
