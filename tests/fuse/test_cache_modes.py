@@ -4,6 +4,7 @@ and that a stock pyfuse3 falls back to keep-cache mode."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -117,7 +118,7 @@ def test_counters_follow_the_daemons_clock(tmp_path: Path, mode: str) -> None:
 
         for t, value in CLOCK_STEPS:
             clock.write_text(repr(t))
-            wait_for(lambda v=value: shows(v), 10, f"the counter at t={t}")
+            wait_for(functools.partial(shows, value), 10, f"the counter at t={t}")
     assert seen == sorted(seen)  # never back
     assert set(seen) <= {v for _, v in CLOCK_STEPS}  # never a value of no step
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from mokkafs.testing import samples
 from tests.helpers.metrics import fuse_requests
 from tests.helpers.mounts import SHIPPED_PROFILES, Mount, free_port, mokkafs_mount, wait_for
 
@@ -40,12 +41,9 @@ class Live:
         assert isinstance(generation, int)
         return generation
 
-    def metric(self, name: str) -> float:
-        _, text = self.get("/metrics")
-        for line in text.splitlines():
-            if line.startswith(name + " "):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
+    def metric(self, series: str) -> float:
+        """One series of /metrics (``name`` or ``name{label="value"}``); 0 when absent."""
+        return samples(self.get("/metrics")[1]).get(series, 0.0)
 
     def wait_generation(self, generation: int) -> float:
         """Poll /readyz until ``generation`` serves; return the monotonic time it did."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from mokkafs.testing import samples
+
 
 def fuse_requests(text: str) -> dict[str, float]:
     """``mokkafs_fuse_requests_total`` by operation: what reached the daemon."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("mokkafs_fuse_requests_total{"):
-            out[line.split('op="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
-    return out
+    prefix = 'mokkafs_fuse_requests_total{op="'
+    return {series[len(prefix):-2]: value for series, value in samples(text).items()
+            if series.startswith(prefix)}

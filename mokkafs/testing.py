@@ -1,0 +1,119 @@
+"""Running a mokkafs daemon from tests and benchmarks (as ``trio.testing`` serves trio's users):
+start ``mokkafs mount`` in a subprocess, wait until it serves, stop it by its PID, and read its
+metrics. The test suite and bench/ both use these, so there is one way to do each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+READY = "mokkafs: serving"  # the daemon's readiness line, printed once the mount serves
+
+
+@dataclass
+class Daemon:
+    """A running ``mokkafs mount``: its mountpoint, process, log file and metrics address."""
+
+    path: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+    url: str | None = None
+
+    @property
+    def sys(self) -> Path:
+        return self.path / "sys"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def metrics(self) -> dict[str, float]:
+        """Every sample of /metrics, by series (``name{label="value",...}``)."""
+        assert self.url is not None, "started without --metrics"
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+            return samples(r.read().decode())
+
+    def readyz(self) -> dict[str, object]:
+        assert self.url is not None, "started without --metrics"
+        try:
+            with urllib.request.urlopen(self.url + "/readyz", timeout=10) as r:
+                report: dict[str, object] = json.loads(r.read())
+        except urllib.error.HTTPError as exc:  # 503: not ready, with the same report
+            report = json.loads(exc.read())
+        return report
+
+
+def samples(text: str) -> dict[str, float]:
+    """A Prometheus exposition as {series: value}, parsed by prometheus_client."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sample.labels.items())
+            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    """Poll ``predicate`` until it is true; TimeoutError naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+@contextmanager
+def daemon(mountpoint: Path, args: Sequence[str], *, log: Path,
+           command: Sequence[str] | None = None, env: dict[str, str] | None = None,
+           cwd: Path | None = None, ready_timeout: float = 20,
+           stop_timeout: float = 10) -> Iterator[Daemon]:
+    """Run ``mokkafs mount ARGS MOUNTPOINT`` (or ``command``), logging to ``log``, until it
+    serves; on exit stop it with SIGTERM (SIGKILL after ``stop_timeout``). Raises
+    RuntimeError, with the log, when it exits before serving. A ``--metrics HOST:PORT`` in
+    ARGS gives the daemon its ``url``."""
+    with contextlib.suppress(FileExistsError):  # also a dead mount (stat: ENOTCONN)
+        mountpoint.mkdir(parents=True)
+    cmd = list(command) if command else [sys.executable, "-m", "mokkafs", "mount", *args,
+                                          str(mountpoint)]
+    url = None
+    if "--metrics" in args:
+        url = "http://" + args[list(args).index("--metrics") + 1]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
+                                env={**os.environ, **(env or {})})
+    running = Daemon(mountpoint, proc, log, url)
+    try:
+        wait_for(lambda: READY in running.log_text() or proc.poll() is not None,
+                 ready_timeout, f"mount at {mountpoint}")
+        if proc.poll() is not None:
+            raise RuntimeError(f"mokkafs exited {proc.returncode}:\n{running.log_text()}")
+        yield running
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
