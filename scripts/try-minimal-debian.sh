@@ -7,16 +7,17 @@
 #   scripts/try-minimal-debian.sh [ROOT]      (default /var/tmp/mokkafs-minbase; as root)
 #
 # The machine's own network is lent, not installed: its resolver, and the CA bundle pip
-# trusts here (PIP_CERT, for a TLS-intercepting proxy). Everything else the project needs
-# comes from its own set-up. ROOT is left in place for inspection; delete it afterwards.
+# trusts here (PIP_CERT, for a TLS-intercepting proxy). Nothing else of this machine's
+# environment goes in (env -i); everything the project needs comes from its own set-up. ROOT
+# is made afresh and left in place for inspection; delete it afterwards.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=${1:-/var/tmp/mokkafs-minbase}
 command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap
 
-if [ ! -x "$root/usr/bin/apt-get" ]; then
-  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >&2
-fi
+# A fresh root every time: a set-up that ran in it before would have installed what it lacks.
+rm -rf "$root"
+debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >&2
 rm -rf "$root/src"
 git clone -q "$here" "$root/src"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
@@ -24,14 +25,12 @@ ca=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
 cp "$ca" "$root/etc/lent-ca.crt"
 cat > "$root/src.sh" <<'INNER'
 set -eu
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
-export PIP_CERT=/etc/lent-ca.crt DEBIAN_FRONTEND=noninteractive
 cd /src
 python3 --version 2>/dev/null && echo "python3 was already there" || echo "no python3 yet"
 echo "== scripts/demo.sh (stopped once it serves)"
 setsid scripts/demo.sh > /tmp/demo.out 2>&1 &
 demo=$!
-for i in $(seq 600); do grep -q "Press Ctrl-C" /tmp/demo.out && break; sleep 1; done
+for i in $(seq 1800); do grep -q "Press Ctrl-C" /tmp/demo.out && break; kill -0 $demo 2>/dev/null || break; sleep 1; done
 cat /tmp/demo.out
 kill -INT -$demo; wait $demo || true
 grep -q "Press Ctrl-C" /tmp/demo.out
@@ -45,5 +44,6 @@ unshare -m --propagation private sh -ec "
   mount --rbind /dev '$root/dev'
   mount -t tmpfs -o mode=755 tmpfs '$root/run'
   mount -t tmpfs -o mode=1777 tmpfs '$root/tmp'
-  chroot '$root' /bin/bash /src.sh
+  chroot '$root' /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
+    HOME=/root LANG=C.UTF-8 TERM=dumb PIP_CERT=/etc/lent-ca.crt /bin/bash /src.sh
 "
