@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the README's two commands on a minimal Debian 12, as a newcomer's machine would be:
 # debootstrap --variant=minbase into a directory, put a clean clone of this repository in it,
-# and, chrooted there (in a private mount namespace with /proc, /sys, /dev bound in and a
-# /run of its own), run scripts/demo.sh until it serves and then scripts/test.sh.
+# and, with that directory as the root of a private mount namespace (pivot_root, /proc, /sys
+# and /dev bound in, a /run and /tmp of its own), run scripts/demo.sh until it serves and then
+# scripts/test.sh.
 #
 #   scripts/try-minimal-debian.sh [ROOT]      (default /var/tmp/mokkafs-minbase; as root)
 #
@@ -38,12 +39,18 @@ echo "== scripts/test.sh"
 scripts/test.sh
 INNER
 unshare -m --propagation private sh -ec "
-  mount --make-rshared /
+  # A real machine's / is a mount point of its own, and container runtimes pivot_root away
+  # from it: so pivot into ROOT (a chroot would make every container fail to start).
+  mount --bind '$root' '$root'
   mount -t proc proc '$root/proc'
   mount --rbind /sys '$root/sys'
   mount --rbind /dev '$root/dev'
   mount -t tmpfs -o mode=755 tmpfs '$root/run'
   mount -t tmpfs -o mode=1777 tmpfs '$root/tmp'
-  chroot '$root' /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
-    HOME=/root LANG=C.UTF-8 TERM=dumb PIP_CERT=/etc/lent-ca.crt /bin/bash /src.sh
+  cd '$root'
+  mkdir -p .oldroot
+  pivot_root . .oldroot
+  exec /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
+    HOME=/root LANG=C.UTF-8 TERM=dumb PIP_CERT=/etc/lent-ca.crt /bin/sh -ec \
+    'umount -l /.oldroot; rmdir /.oldroot; mount --make-rshared /; exec /bin/bash /src.sh'
 "
