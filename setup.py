@@ -32,6 +32,7 @@ setup(
         Extension(
             "mokkafs._preload",
             sources=["native/mokkafs_preload.c", "native/path_map.c"],
+            depends=["native/path_map.h", "native/path_prefixes.h"],
             extra_compile_args=[*WARNINGS, "-U_FORTIFY_SOURCE", "-O2"],
             libraries=["dl"],
         )

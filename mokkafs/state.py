@@ -13,7 +13,8 @@ from typing import Literal, NewType
 
 Generation = NewType("Generation", int)
 
-DeviceKind = Literal["gpu", "nvswitch", "hca"]
+DeviceKind = Literal["gpu", "nvswitch", "hca", "bridge"]
+PortType = Literal["root", "upstream", "downstream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +46,44 @@ class RootComplex:
 
 
 @dataclass(frozen=True, slots=True)
+class Bridge:
+    """A PCI-to-PCI bridge's own facts: which port it is, the buses behind it, the address
+    windows it forwards ((base, limit) or None), and its link's port number. A root or
+    downstream port whose slot holds nothing (an HCA the node serves without InfiniBand) is
+    not ``occupied``: no presence, link down."""
+
+    port: PortType
+    secondary: int
+    subordinate: int
+    port_number: int
+    memory: tuple[int, int] | None = None  # 32-bit non-prefetchable
+    prefetchable: tuple[int, int] | None = None  # 64-bit prefetchable
+    occupied: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """What the NVIDIA driver reports of a GPU (/proc/driver/nvidia/gpus/<bdf>/information)."""
+
+    index: int
+    minor: int
+    uuid: str
+    model: str
+    vbios: str
+    serial: str
+    architecture: str
+
+
+@dataclass(frozen=True, slots=True)
 class PciFunction:
-    """One simulated PCI function (GPU, NVSwitch or IB HCA) as the kernel would expose it."""
+    """One simulated PCI function (GPU, NVSwitch, IB HCA, or a bridge above them) as the
+    kernel would expose it. ``path`` is its directory below the mount root
+    (``sys/devices/pciDDDD:BB/<bridges>/<bdf>``); ``parent`` the bridge it sits below."""
 
     bdf: str
     root: str
+    path: str
+    parent: str | None
     kind: DeviceKind
     vendor: int
     device: int
@@ -63,6 +97,9 @@ class PciFunction:
     cpus: tuple[int, ...]
     link: PcieLink
     bars: tuple[Bar, ...]
+    bridge: Bridge | None = None
+    iommu_group: int | None = None
+    gpu: GpuInfo | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,10 +166,48 @@ class CharMajor:
 
 
 @dataclass(frozen=True, slots=True)
+class Platform:
+    """What the machine says it is: its DMI identity (serials and UUID are this node's own)
+    and its CPU architecture."""
+
+    sys_vendor: str
+    product_name: str
+    product_version: str
+    product_family: str
+    product_sku: str
+    product_serial: str
+    product_uuid: str
+    board_vendor: str
+    board_name: str
+    board_version: str
+    board_serial: str
+    chassis_vendor: str
+    chassis_type: int
+    chassis_version: str
+    chassis_serial: str
+    bios_vendor: str
+    bios_version: str
+    bios_date: str
+    bios_release: str
+    arch: str
+
+
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """The drivers loaded: the NVIDIA driver's version and which kernel module it is, and
+    the OFED release of the RDMA stack (None: the kernel's own modules)."""
+
+    version: str
+    kernel_modules: str  # "open" or "proprietary"
+    ofed_version: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class HostFacts:
     """What the host contributes to the view, captured at load time by the source."""
 
     proc_devices: str = "Character devices:\n\nBlock devices:\n"
+    proc_modules: str = ""  # the host's /proc/modules ("" where the kernel has none)
     # Whether the host's sysfs shows through beneath the simulated nodes: a container given
     # the view as its /sys keeps its CPU topology, cgroups, DMI and its own interfaces.
     sysfs: bool = False
@@ -152,6 +227,9 @@ class State:
     char_majors: tuple[CharMajor, ...]
     nr_cpus: int
     loaded_at: float
+    platform: Platform
+    driver: Driver
+    iommu: bool = True
     host: HostFacts = field(default_factory=HostFacts)
     # Counters are a function of time since the node started (a time.monotonic() value),
     # quantised to ``counter_quantum`` seconds (0 = exact at every read).
@@ -170,6 +248,9 @@ class State:
             if fn.bdf == bdf:
                 return fn
         raise KeyError(bdf)
+
+    def gpus(self) -> tuple[PciFunction, ...]:
+        return tuple(fn for fn in self.functions if fn.kind == "gpu")
 
 
 # The port error counters a traffic model may drive (all others of counters/ stay 0).

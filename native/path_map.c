@@ -3,15 +3,7 @@
 
 #include <string.h>
 
-static const char *const prefixes[] = {
-    "/sys/bus/pci",
-    "/sys/class/infiniband",
-    "/sys/class/infiniband_verbs",
-    "/sys/class/infiniband_mad",
-    "/proc/devices",
-    "/dev/infiniband",
-    NULL,
-};
+#include "path_prefixes.h" /* prefixes[]: the simulated kernel paths */
 
 static int ends_component(char c) { return c == '\0' || c == '/'; }
 

@@ -23,6 +23,9 @@ done
 echo
 echo "== lspci -nn -k, reading $mnt/sys/bus/pci"
 lspci -A linux-sysfs -O "sysfs.path=$mnt/sys/bus/pci" -nn -k 2>/dev/null
+echo
+echo "== lspci -tv: host bridges, root ports and PCIe switches"
+lspci -A linux-sysfs -O "sysfs.path=$mnt/sys/bus/pci" -tv 2>/dev/null
 if [ -d "$mnt/sys/class/infiniband" ]; then
   echo
   echo "== ibstat -l and ibstatus, with $mnt/sys over /sys in a private mount namespace"
@@ -31,6 +34,13 @@ fi
 echo
 echo "== /proc/devices as served: simulated majors"
 grep -E 'nvidia|infiniband' "$mnt/proc/devices"
+echo
+echo "== the machine (DMI) and its driver"
+echo "product_name: $(cat "$mnt/sys/class/dmi/id/product_name")"
+if [ -e "$mnt/proc/driver/nvidia/version" ]; then
+  head -1 "$mnt/proc/driver/nvidia/version"
+  echo "/sys/module/nvidia/version: $(cat "$mnt/sys/module/nvidia/version")"
+fi
 echo
 echo "mokkafs serves $profile at $mnt (pid $pid). Try:"
 echo "  lspci -A linux-sysfs -O sysfs.path=$mnt/sys/bus/pci -vvv"

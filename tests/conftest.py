@@ -3,6 +3,7 @@ tests run (a missing tool fails with its install hint; nothing is skipped)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -44,13 +45,27 @@ def require_tool(name: str) -> str:
 
 def state_of(profile: str | Path, node_name: str = "node-a", **kw: object) -> State:
     path = Path(profile) if isinstance(profile, Path) else SHIPPED_PROFILES / f"{profile}.yaml"
-    opts = Options(node_name=node_name, host=HostFacts(HOST_PROC_DEVICES),
-                   started_at=0.0, loaded_at=1_700_000_000.0, **kw)  # type: ignore[arg-type]
+    kw.setdefault("host", HostFacts(HOST_PROC_DEVICES))
+    opts = Options(node_name=node_name, started_at=0.0, loaded_at=1_700_000_000.0,
+                   **kw)  # type: ignore[arg-type]
     return load_state(path, opts)
 
 
 def tree_of(state: State) -> Tree:
     return build_tree(state)[0]
+
+
+# A DGX H100's first GPU and its compute NIC (mlx5_0), one PCIe switch apart
+# (docs/profiles.md, "h100").
+H100_GPU0 = "0000:1b:00.0"
+H100_NIC0 = "0000:18:00.0"
+
+
+@functools.cache
+def device_path(bdf: str, profile: str = "h100") -> str:
+    """The sysfs directory of function ``bdf`` in a shipped profile's view, relative to the
+    mount (as the State places it: below its root complex and bridges)."""
+    return state_of(profile).function(bdf).path
 
 
 ALL_PROFILES: list[Path] = sorted(SHIPPED_PROFILES.glob("*.yaml")) + sorted(

@@ -2,15 +2,15 @@
 
 Layout (docs/containers.md says why): the view's ``sys`` becomes the container's whole
 ``/sys`` (simulated nodes merged over the host's live sysfs, the network-namespace-scoped
-parts served from the container's own namespace); ``/proc/devices`` is bound over by a
-createContainer hook, because runc refuses mounts inside /proc; the IB character devices
-consumers stat are device nodes.
+parts served from the container's own namespace); ``/proc/devices``, ``/proc/driver`` and
+``/proc/modules`` are bound over by a createContainer hook, because runc refuses mounts
+inside /proc; the RDMA character devices consumers stat or hand on are device nodes.
 
 Devices of kind ``mokkafs.io/node``:
 - ``all``: everything below;
 - ``sys``: the /sys mount only;
-- ``proc-devices``: the hook only; ``proc-devices-mount``: a direct mount instead (crun allows
-  it, runc does not);
+- ``proc``: the hook only; ``proc-mount``: direct mounts instead (crun allows them, runc
+  does not); ``proc-devices`` and ``proc-devices-mount``: the same for /proc/devices alone;
 - ``infiniband``: the /dev/infiniband nodes only.
 """
 
@@ -39,6 +39,11 @@ UPSTREAM_SCHEMA = Path("/usr/share/gocode/src/github.com/container-orchestrated-
                        "container-device-interface/schema/schema.json")
 
 DeviceNode = tuple[str, int, int]  # container path, major, minor
+# What the view serves below /proc, each bound over the container's own: the majors, the
+# NVIDIA driver's files (the view's proc/driver replaces the container's whole /proc/driver),
+# the module list. A path the container's kernel lacks (/proc/modules without module
+# support) is skipped by the hook.
+PROC = ("devices", "driver", "modules")
 
 
 def hook_path() -> str:
@@ -68,10 +73,15 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = NEWEST,
               "options": ["rbind", "rro", "rslave", "nosuid", "nodev", "noexec"]}
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
                  "options": ["rbind", "rro", "nosuid", "nodev", "noexec"]}
-    proc_hook = {"hookName": "createContainer", "path": hook or hook_path(),
-                 "args": ["mokkafs-hook", "bind", f"{mnt}/proc/devices", "/proc/devices"]}
-    proc_mount = {"hostPath": f"{mnt}/proc/devices", "containerPath": "/proc/devices",
-                  "options": ["bind", "ro", "nosuid", "nodev"]}
+    def proc_hook(*names: str) -> dict[str, Any]:
+        pairs = [arg for name in names for arg in (f"{mnt}/proc/{name}", f"/proc/{name}")]
+        return {"hookName": "createContainer", "path": hook or hook_path(),
+                "args": ["mokkafs-hook", "bind", *pairs]}
+
+    def proc_mounts(*names: str) -> list[dict[str, Any]]:
+        return [{"hostPath": f"{mnt}/proc/{name}", "containerPath": f"/proc/{name}",
+                 "options": ["bind", "ro", "nosuid", "nodev"]} for name in names]
+
     device_nodes = [{"path": path, "type": "c", "major": major, "minor": minor,
                      "permissions": "rw"} for path, major, minor in nodes]
 
@@ -79,10 +89,13 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = NEWEST,
         return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
 
     devices = [
-        device("all", mounts=[parent, sys_mount], hooks=[proc_hook], deviceNodes=device_nodes),
+        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*PROC)],
+               deviceNodes=device_nodes),
         device("sys", mounts=[parent, sys_mount]),
-        device("proc-devices", hooks=[proc_hook]),
-        device("proc-devices-mount", mounts=[proc_mount]),
+        device("proc", hooks=[proc_hook(*PROC)]),
+        device("proc-mount", mounts=proc_mounts(*PROC)),
+        device("proc-devices", hooks=[proc_hook("devices")]),
+        device("proc-devices-mount", mounts=proc_mounts("devices")),
     ]
     if device_nodes:
         devices.append(device("infiniband", deviceNodes=device_nodes))
@@ -113,8 +126,9 @@ def validate(spec: dict[str, Any], schema: Path = SCHEMA) -> None:
 
 
 def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
-    """The IB character devices a serving mount describes, read from the mount itself."""
+    """The RDMA character devices a serving mount describes, read from the mount itself."""
     nodes: list[DeviceNode] = []
+    rdma_cm = mountpoint / "sys/class/misc/rdma_cm/dev"
     for cls in ("infiniband_verbs", "infiniband_mad"):
         base = mountpoint / "sys/class" / cls
         if not base.is_dir():
@@ -124,6 +138,9 @@ def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
             if dev.exists():
                 major, minor = (int(x) for x in dev.read_text().split(":"))
                 nodes.append((f"/dev/infiniband/{entry.name}", major, minor))
+    if nodes and rdma_cm.exists():
+        major, minor = (int(x) for x in rdma_cm.read_text().split(":"))
+        nodes.append(("/dev/infiniband/rdma_cm", major, minor))
     return nodes
 
 

@@ -178,7 +178,7 @@ class NoOpen(Serving):
             return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
                                   attr_timeout=min(node.fresh_for(now), self.view.timeout))
         if host is not None and isinstance(node, Dir) and node.merge is not None:
-            names = await self.view.on_host(host.listdir, node.merge, OWN)
+            names = await self.view.on_host(host.listdir_merged, node.merge, OWN)
             mine = [name for name, _ in entry.children]
             self.snapshots.take(entry.inode, "\0".join(mine + names).encode())
         return self.entry_attributes(tree, entry)

@@ -132,6 +132,16 @@ class HostView:
             raise FileNotFoundError(rel)
         return sysfs.listdir(rel)
 
+    def listdir_merged(self, rel: str, key: int) -> list[str]:
+        """Names the host adds to a tree directory merged with ``rel``: none when the host
+        has no such directory (the tree's entries alone), the rest as ``listdir``."""
+        try:
+            return self.listdir(rel, key)
+        except FileNotFoundError:
+            if self.netns.sysfs(key if is_scoped(rel) else OWN) is None:
+                raise
+            return []
+
     def open(self, node: HostNode) -> int:
         return self._sysfs(node).open(node.rel)
 

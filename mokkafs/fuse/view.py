@@ -109,7 +109,9 @@ class View:
         entry = tree.get(inode)
         taken = {name for name, _ in entry.children} if entry else set()
         out = []
-        for name in self.host.listdir(base, own_key or key):
+        names = self.host.listdir(base, own_key or key) if entry is None \
+            else self.host.listdir_merged(base, own_key or key)
+        for name in names:
             if name in taken or any(fnmatch.fnmatchcase(name, p) for p in hide):
                 continue
             found = self.host.find(f"{base}/{name}".lstrip("/"), own_key or key)

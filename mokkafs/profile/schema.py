@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, field_validator
+
+from mokkafs.profile.bdf import Bdf as BdfValue
+from mokkafs.profile.bdf import RootId as RootValue
 
 
 def _hex_int(value: Any) -> Any:
@@ -31,10 +34,6 @@ HexInt = Annotated[int, BeforeValidator(_hex_int)]
 Word32 = Annotated[HexInt, Field(ge=0, le=0xFFFF_FFFF)]
 Word16 = Annotated[HexInt, Field(ge=0, le=0xFFFF)]
 Byte = Annotated[HexInt, Field(ge=0, le=0xFF)]
-
-_BDF = re.compile(r"^(?:0{4})?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7])$")
-_ROOT = re.compile(r"^pci([0-9a-f]{4}):([0-9a-f]{2})$")
-
 
 def _one_line(value: Any) -> Any:
     if isinstance(value, str) and any(c in value for c in "\n\r\0"):
@@ -56,29 +55,27 @@ MAX_GPUS = 64
 MAX_HCAS = 256
 
 
-def normalize_bdf(value: Any) -> str:
-    """``0000:1A:00.0`` -> ``0000:1a:00.0``; NVML's 8-digit domain ``00000000:1A:00.0`` too."""
+def _bdf(value: Any) -> BdfValue:
+    """``0000:1A:00.0`` or NVML's 8-digit domain ``00000000:1A:00.0``, written as a string."""
+    if isinstance(value, BdfValue):
+        return value
     if not isinstance(value, str):
         raise ValueError(
             f"expected a PCI address such as \"0000:1a:00.0\" (quote it in YAML), got {value!r}"
         )
-    m = _BDF.match(value.strip().lower())
-    if not m:
-        raise ValueError(
-            f"expected a PCI address DDDD:BB:DD.F such as 0000:1a:00.0 "
-            f"(device 00-1f, function 0-7), got {value!r}"
-        )
-    return "{}:{}:{}.{}".format(*m.groups())
+    return BdfValue.parse(value)
 
 
-def _normalize_root(value: Any) -> str:
-    if not isinstance(value, str) or not _ROOT.match(value.strip().lower()):
+def _root(value: Any) -> RootValue:
+    if isinstance(value, RootValue):
+        return value
+    if not isinstance(value, str):
         raise ValueError(f"expected a root complex id such as pci0000:80, got {value!r}")
-    return value.strip().lower()
+    return RootValue.parse(value)
 
 
-Bdf = Annotated[str, BeforeValidator(normalize_bdf)]
-RootId = Annotated[str, BeforeValidator(_normalize_root)]
+Bdf = Annotated[BdfValue, PlainValidator(_bdf)]
+RootId = Annotated[RootValue, PlainValidator(_root)]
 
 
 class _Open(BaseModel):
@@ -112,6 +109,7 @@ class Memory(_Open):
 class DeviceConfig(_Open):
     name: Text | None = None
     architecture: Text | None = None
+    vbios_version: Text | None = None
     pci: PciIds = PciIds()
     pcie: Pcie = Pcie()
     bar1_memory: Memory = Memory()
@@ -121,11 +119,15 @@ class DeviceOverride(DeviceConfig):
     index: int = Field(ge=0, lt=MAX_GPUS)
     uuid: Text | None = None
     minor_number: int | None = Field(default=None, ge=0, le=255)
+    serial: Text | None = None
 
 
 class System(_Open):
     driver_version: Text | None = None
     num_devices: int | None = Field(default=None, ge=0, le=MAX_GPUS)
+    # mokkafs: which kernel module the driver is: the open one (Turing and newer's default
+    # since 560) or the proprietary one (taints the kernel P, names itself differently)
+    kernel_modules: Literal["open", "proprietary"] = "open"
 
 
 class NvSwitch(_Open):
@@ -175,6 +177,13 @@ class Traffic(_Closed):
     errors_per_sec: dict[str, Rate] = {}
 
 
+class Hca(_Closed):
+    """mokkafs: one HCA where the board has it (its function, and its RDMA device name)."""
+
+    bus_id: Bdf
+    name: Annotated[str, Field(pattern=r"^mlx5_\d{1,3}$")] | None = None
+
+
 class InfiniBand(_Open):
     enabled: bool = False
     hca_type: str = "MT4129"
@@ -197,6 +206,12 @@ class InfiniBand(_Open):
     gid_table_len: int = Field(default=8, ge=1, le=256)
     pkey_table_len: int = Field(default=8, ge=1, le=256)
     traffic: Traffic = Traffic()
+    # The HCAs where the board has them (else hca_count / hcas_per_gpu place them beside the
+    # GPUs), named mlx5_N in PCI order unless named here.
+    devices: list[Hca] = Field(default=[], max_length=MAX_HCAS)
+    # The MLNX_OFED/DOCA-OFED release the RDMA modules come from (their sysfs version); none:
+    # the kernel's own modules, which carry no version.
+    ofed_version: Text | None = None
 
     @field_validator("hca_type")
     @classmethod
@@ -219,16 +234,65 @@ class InfiniBand(_Open):
         return digits
 
 
+class Switch(_Closed):
+    """mokkafs: a PCIe switch below a root complex's root port: the endpoints (GPUs, HCAs,
+    NVSwitches) on its downstream ports."""
+
+    devices: list[Bdf] = Field(min_length=1, max_length=32)
+
+
 class RootComplex(_Open):
     id: RootId
     numa_node: int = Field(default=0, ge=-1, lt=MAX_NUMA_NODES)
     devices: list[Bdf] = Field(default=[], max_length=256)
     cpu_affinity: Text | None = None  # "0-55,112-167": the CPUs local to this root
+    # mokkafs: the switches below this root; [] for none (every endpoint on a root port of
+    # its own, as PCIe cards sit); absent: derived from the endpoints' bus numbers
+    switches: list[Switch] | None = Field(default=None, max_length=32)
+
+
+class PciId(_Closed):
+    """mokkafs: a bridge's identity, packed like NVML's (``(device << 16) | vendor``)."""
+
+    device_id: Word32
+    subsystem_id: Word32 = 0
 
 
 class PcieTopology(_Open):
     root_complexes: list[RootComplex] = Field(default=[], max_length=256)
     cores_per_numa: int = Field(default=64, ge=1, le=512)
+    # mokkafs: the IOMMU: on (every function in an iommu_group) or off
+    iommu: bool = True
+    # mokkafs: what the root ports and switch ports are (default: a Sapphire Rapids root
+    # port, a Broadcom PEX890xx Gen 5 switch)
+    root_port: PciId = PciId(device_id=0x352A8086)
+    switch: PciId = PciId(device_id=0xC0301000, subsystem_id=0x00001000)
+    # mokkafs: the device number of a host bridge's first root port: 1 where device 0 of the
+    # root bus is the host bridge itself (x86), 0 where it is not (Grace)
+    first_root_port: int = Field(default=1, ge=0, le=31)
+
+
+class Platform(_Closed):
+    """mokkafs: what the machine says it is (DMI, /sys/class/dmi/id) and its CPU
+    architecture. Serials and the UUID are made per node name and index."""
+
+    sys_vendor: Text = "mokkafs"
+    product_name: Text = "Simulated GPU node"
+    product_version: Text = ""
+    product_family: Text = ""
+    product_sku: Text = ""
+    board_vendor: Text = ""
+    board_name: Text = ""
+    board_version: Text = ""
+    chassis_vendor: Text = ""
+    chassis_type: int = Field(default=23, ge=1, le=0x24)  # 23: rack mount chassis
+    chassis_version: Text = ""
+    bios_vendor: Text = "American Megatrends International, LLC."
+    bios_version: Text = "1.0"
+    bios_date: Text = "01/01/2025"
+    bios_release: Text = "5.27"
+    serial_prefix: Annotated[str, Field(pattern=r"^[0-9A-Za-z-]{0,16}$")] = "MOKKA"
+    arch: Literal["x86_64", "aarch64"] = "x86_64"
 
 
 class Node(_Closed):
@@ -262,3 +326,4 @@ class Profile(_Closed):
     dynamic_metrics_defaults: dict[str, Any] | None = None  # nvml-mock Helm-only; ignored
     node: Node = Node()
     proc_devices: ProcDevices = ProcDevices()
+    platform: Platform = Platform()  # mokkafs

@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 
 from mokkafs.state import State
-from mokkafs.surfaces import host_sysfs, infiniband, pci, proc_devices
+from mokkafs.surfaces import (
+    dmi,
+    host_sysfs,
+    infiniband,
+    iommu,
+    modules,
+    pci,
+    pci_bus,
+    proc_devices,
+    proc_driver_nvidia,
+    rdma_cm,
+)
 from mokkafs.tree.build import Tree, build
 from mokkafs.tree.nodes import Node
 
@@ -18,8 +29,14 @@ Surface = Callable[[State], Iterator[Node]]
 SURFACES: tuple[tuple[str, Surface], ...] = (
     ("host_sysfs", host_sysfs.nodes),
     ("pci", pci.nodes),
+    ("pci_bus", pci_bus.nodes),
+    ("iommu", iommu.nodes),
     ("infiniband", infiniband.nodes),
+    ("rdma_cm", rdma_cm.nodes),
+    ("dmi", dmi.nodes),
+    ("modules", modules.nodes),
     ("proc_devices", proc_devices.nodes),
+    ("proc_driver_nvidia", proc_driver_nvidia.nodes),
 )
 
 

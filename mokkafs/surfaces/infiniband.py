@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from mokkafs.profile.identity import format_guid
 from mokkafs.state import Hca, IbPort, State, Traffic
-from mokkafs.surfaces import ib_traffic
-from mokkafs.surfaces.pci import device_path
+from mokkafs.surfaces import ib_traffic, rdma_cm
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
 CLASS = "sys/class"
@@ -118,7 +117,7 @@ def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:
 
 
 def _hca(hca: Hca, state: State) -> Iterator[Node]:
-    pci = device_path(state.function(hca.bdf))
+    pci = state.function(hca.bdf).path
     base = f"{pci}/infiniband/{hca.name}"
     yield Dir(base)
     yield text(f"{base}/node_type", "1: CA")
@@ -164,9 +163,14 @@ def _chardev(d: str, pci: str, cls: str, major: int, minor: int, devname: str,
 
 
 def device_numbers(state: State) -> list[tuple[str, int, int]]:
-    """(/dev path, major, minor) of every character device the simulated HCAs have."""
+    """(/dev path, major, minor) of every character device the simulated HCAs have, and
+    rdma_cm's (mokkafs.surfaces.rdma_cm)."""
     if not state.hcas:
         return []
+    return [*_hca_device_numbers(state), rdma_cm.device_number()]
+
+
+def _hca_device_numbers(state: State) -> list[tuple[str, int, int]]:
     major = state.major("infiniband_verbs")
     out = []
     for hca in state.hcas:
@@ -182,7 +186,7 @@ def device_numbers(state: State) -> list[tuple[str, int, int]]:
 def nodes(state: State) -> Iterator[Node]:
     if not state.hcas:
         return
-    for path, major, minor in device_numbers(state):
+    for path, major, minor in _hca_device_numbers(state):
         yield CharDevice(path.lstrip("/"), major, minor)
     yield Dir(f"{CLASS}/infiniband")
     yield Dir(f"{CLASS}/infiniband_verbs")

@@ -1,19 +1,21 @@
-"""PCI sysfs: ``sys/devices/pciDDDD:BB/<bdf>/``, ``sys/bus/pci/{devices,drivers}``.
+"""PCI sysfs: every function (endpoints and the bridges above them) at its place in
+``sys/devices/pciDDDD:BB/<bridges>/<bdf>/``, and ``sys/bus/pci/{devices,drivers}``.
 
 Attributes, modes and link shapes follow the kernel (drivers/pci/pci-sysfs.c): the
 ``bus/pci/devices/<bdf>`` entries are relative links into ``devices/`` (the DRA driver reads the
 ``pciDDDD:BB`` component out of the link text), ``driver`` links resolve to a
 ``bus/pci/drivers/<name>`` directory (lspci -k prints the driver only if that resolves), and
-``config`` is binary, consistent with the text attributes.
+``config`` is binary, consistent with the text attributes. Bridges are bound to ``pcieport``
+and add ``secondary_bus_number``/``subordinate_bus_number``; their buses are in
+``mokkafs.surfaces.pci_bus``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from mokkafs.state import PciFunction, RootComplex, State
-from mokkafs.surfaces import ib_traffic
+from mokkafs.surfaces import power
 from mokkafs.surfaces.pci_config import config_space, resource_text
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
@@ -22,10 +24,6 @@ BUS_PCI = "sys/bus/pci"
 
 LINK_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",
                5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
-
-
-def device_path(fn: PciFunction) -> str:
-    return f"{SYS_DEVICES}/{fn.root}/{fn.bdf}"
 
 
 def cpulist(cpus: tuple[int, ...]) -> str:
@@ -72,7 +70,7 @@ def uevent(fn: PciFunction) -> str:
 
 
 def _function(fn: PciFunction, state: State) -> Iterator[Node]:
-    d = device_path(fn)
+    d = fn.path
     yield Dir(d)
     yield text(f"{d}/vendor", f"0x{fn.vendor:04x}")
     yield text(f"{d}/device", f"0x{fn.device:04x}")
@@ -104,7 +102,11 @@ def _function(fn: PciFunction, state: State) -> Iterator[Node]:
     yield _write_only(f"{d}/remove", 0o220)
     for name in ("rescan", "reset"):
         yield _write_only(f"{d}/{name}")
-    yield from power(d, state)
+    if fn.bridge is not None:
+        # Bridges only (pci_bridge_attr_is_visible): decimal, as the kernel prints them.
+        yield text(f"{d}/secondary_bus_number", fn.bridge.secondary)
+        yield text(f"{d}/subordinate_bus_number", fn.bridge.subordinate)
+    yield from power.of_pci_function(d, state)
     yield relative_link(f"{d}/driver", f"{BUS_PCI}/drivers/{fn.driver}")
     yield relative_link(f"{d}/subsystem", BUS_PCI)
 
@@ -114,34 +116,10 @@ def _write_only(path: str, mode: int = 0o200) -> File:
     return File(path, b"", mode, error=13)
 
 
-@dataclass(frozen=True, slots=True)
-class ActiveMilliseconds:
-    """``power/runtime_active_time``: milliseconds the device has been active, i.e. since
-    the node started (a value, so unchanged devices compare equal across builds)."""
-
-    started_at: float
-    quantum: float
-
-    def __call__(self, now: float) -> bytes:
-        return f"{int(ib_traffic.elapsed(now, self.started_at, self.quantum) * 1000)}\n".encode()
-
-
-def power(d: str, state: State) -> Iterator[Node]:
-    """A PCI function's ``power/`` (drivers/base/power/sysfs.c): the PCI core forbids runtime
-    power management (control "on"), so the device is active since it was found."""
-    yield Dir(f"{d}/power")
-    yield text(f"{d}/power/control", "on", 0o644)
-    yield text(f"{d}/power/runtime_status", "active")
-    yield File(f"{d}/power/runtime_active_time",
-               ActiveMilliseconds(state.started_at, state.counter_quantum),
-               quantum=state.counter_quantum)
-    yield text(f"{d}/power/runtime_suspended_time", 0)
-    yield File(f"{d}/power/autosuspend_delay_ms", b"", 0o644, error=5)  # EIO: not in use
-
-
 def _root(root: RootComplex) -> Iterator[Node]:
     yield Dir(f"{SYS_DEVICES}/{root.id}")
     yield File(f"{SYS_DEVICES}/{root.id}/uevent", b"", 0o644)
+    yield from power.of_class_device(f"{SYS_DEVICES}/{root.id}")
 
 
 def nodes(state: State) -> Iterator[Node]:
@@ -162,5 +140,5 @@ def nodes(state: State) -> Iterator[Node]:
             yield _write_only(f"{ddir}/{name}")
     for fn in state.functions:
         yield from _function(fn, state)
-        yield relative_link(f"{BUS_PCI}/devices/{fn.bdf}", device_path(fn))
-        yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", device_path(fn))
+        yield relative_link(f"{BUS_PCI}/devices/{fn.bdf}", fn.path)
+        yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", fn.path)

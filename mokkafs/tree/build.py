@@ -116,7 +116,8 @@ class Tree:
 def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
           previous: Tree | None = None) -> Tree:
     """Assemble nodes into a Tree. Parent directories named by a path but not described are
-    created with mode 0755. Entries equal to ``previous``'s keep their mtime; new or changed
+    created with mode 0755; below a merged directory they merge the host's of their name
+    unless it hides that name. Entries equal to ``previous``'s keep their mtime; new or changed
     ones get ``mtime_ns``. Raises ``TreeError`` on a duplicate path."""
     by_path: dict[str, Node] = {"": Dir("")}
     implied: set[str] = set()  # directories created because a deeper node named them
@@ -130,6 +131,12 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
             by_path[parent] = Dir(parent)
             implied.add(parent)
             parent = parent.rpartition("/")[0]
+    for path in sorted(implied):  # parents first
+        above, name = path.rpartition("/")[::2]
+        outer = by_path[above]
+        if isinstance(outer, Dir) and outer.merge is not None and not outer.hides(name):
+            # sys/devices/virtual/dmi keeps the host's other virtual devices beside it
+            by_path[path] = Dir(path, merge=f"{outer.merge}/{name}".lstrip("/"))
     children: dict[str, list[str]] = {}
     for path in by_path:
         if path:

@@ -8,6 +8,7 @@ do (write-only ``remove``, ``gid_attrs/ndevs`` on an InfiniBand port).
 
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ class Dir:
     mode: int = 0o755
     merge: str | None = None
     hide: tuple[str, ...] = ()
+
+    def hides(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.hide)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from tests.containers.conftest import (
     podman,
 )
 from tests.helpers.mounts import REPO, free_port, mokkafs_mount, shared_parent, wait_for
+from tests.helpers.topology import check_hwloc
 
 pytestmark = pytest.mark.consumers
 
@@ -44,6 +45,15 @@ echo ==cpu; cat /sys/devices/system/cpu/online
 echo ==cgroup; ls /sys/fs/cgroup
 echo ==lstopo; lstopo-no-graphics -v --whole-io 2>/dev/null
 echo ==ibdump; /ibdump
+echo ==machine; cat /sys/class/dmi/id/product_name
+echo ==nvmodule; cat /sys/module/nvidia/version /sys/module/nvidia_peermem/version
+echo ==nvversion; cat /proc/driver/nvidia/version
+echo ==information; cat /proc/driver/nvidia/gpus/*/information
+echo ==rdmacm; stat -c '%F %t:%T' /dev/infiniband/rdma_cm
+echo ==procmodules; [ -e /proc/modules ] && grep -c '^nvidia ' /proc/modules || echo none
+echo ==lspcit; lspci -t
+echo ==nccl; python3 /topology.py /sys nccl 0000:1b:00.0 mlx5_0 mlx5_1
+echo ==dra; python3 /topology.py /sys dra 0000:1b:00.0 0000:18:00.0
 echo ==nodeexp
 prometheus-node-exporter --web.listen-address=127.0.0.1:19100 --collector.disable-defaults \
   --collector.infiniband >/dev/null 2>&1 & p=$!
@@ -61,15 +71,21 @@ def sections(output: str) -> dict[str, str]:
 
 def test_every_consumer_in_one_container(h100_node: Node, ibdump: Path) -> None:
     state = state_of(h100_node.profile, node_name="node-a")
-    out = sections(h100_node.run(SCRIPT, "-v", f"{ibdump}:/ibdump:ro"))
-    gpus = [f for f in state.functions if f.kind == "gpu"]
+    readers = REPO / "tests/helpers/topology.py"
+    out = sections(h100_node.run(SCRIPT, "-v", f"{ibdump}:/ibdump:ro",
+                                 "-v", f"{readers}:/topology.py:ro"))
+    gpus = state.gpus()
     lspci = out["lspci"]
-    assert lspci.count("3D controller [0302]: NVIDIA Corporation GH100[H100 SXM5 80GB]") == 8
+    assert lspci.count("3D controller [0302]: NVIDIA Corporation GH100[H100 SXM5 80GB]") == len(
+        gpus)
     assert lspci.count("Kernel driver in use: nvidia") == len(gpus) + 4  # and 4 NVSwitches
-    assert lspci.count("Kernel driver in use: mlx5_core") == 8
+    assert lspci.count("Kernel driver in use: mlx5_core") == len(state.hcas)
+    assert lspci.count("Kernel driver in use: pcieport") == len(
+        [f for f in state.functions if f.bridge])
     assert "Red Hat" not in lspci and "Virtio" not in lspci  # none of the host's devices
-    assert out["ibstat"].split() == [h.name for h in state.hcas]
-    assert out["ibstatus"].count("state:\t\t 4: ACTIVE") == 8
+    assert out["ibstat"].split() == sorted(h.name for h in state.hcas)
+    ports = sum(len(h.ports) for h in state.hcas)
+    assert out["ibstatus"].count("state:\t\t 4: ACTIVE") == ports
     for hca in state.hcas:
         assert f"{hca.node_guid:016x}" in out["ibv"]
     assert re.search(r"(?m)^235 nvidia-caps-imex-channels$", out["procdevices"])
@@ -83,9 +99,24 @@ def test_every_consumer_in_one_container(h100_node: Node, ibdump: Path) -> None:
     for hca in state.hcas:
         idx = next(i for i, line in enumerate(lines) if f'"{hca.name}"' in line)
         assert f"busid={hca.bdf}" in lines[idx - 1]
-    assert sorted(json.loads(out["ibdump"])) == [h.name for h in state.hcas]  # static Go
+    check_hwloc(lines, state)  # each GPU and its NIC below one switch
+    assert sorted(json.loads(out["ibdump"])) == sorted(h.name for h in state.hcas)  # static Go
     assert 'node_scrape_collector_success{collector="infiniband"} 1' in out["nodeexp"]
-    assert out["nodeexp"].count("node_infiniband_info{") == 8
+    assert out["nodeexp"].count("node_infiniband_info{") == len(state.hcas)
+    # the platform and the drivers' own files
+    assert out["machine"] == "DGXH100\n"
+    assert out["nvmodule"] == f"{state.driver.version}\n" * 2
+    assert out["nvversion"].startswith("NVRM version: NVIDIA UNIX Open Kernel Module for "
+                                       f"x86_64  {state.driver.version}  Release Build")
+    for gpu in gpus:
+        assert f"Bus Location: \t {gpu.bdf}\n" in out["information"]
+        assert gpu.gpu is not None and f"GPU UUID: \t {gpu.gpu.uuid}\n" in out["information"]
+    assert out["rdmacm"] == "character special file a:38\n"  # 10:56
+    # /proc/modules is bound where the host kernel has one; this one may be built without
+    assert out["procmodules"] == ("1\n" if Path("/proc/modules").exists() else "none\n")
+    assert "-[17-1b]--+-00.0-[18]----00.0" in out["lspcit"]
+    assert out["nccl"].split() == ["PIX", "PHB"]  # its compute NIC; a storage card
+    assert out["dra"].split() == ["pci0000:15", "pci0000:15"]
 
 
 def test_a_swap_is_seen_inside_a_running_container(h100_node: Node) -> None:
@@ -108,11 +139,46 @@ def test_a_swap_is_seen_inside_a_running_container(h100_node: Node) -> None:
         podman("rm", "-f", "-t", "0", name, check=False)
 
 
+def test_a_new_driver_and_machine_show_in_every_file_of_a_running_container(
+        h100_node: Node) -> None:
+    name = f"mokkafs-driver-{os.getpid()}"
+    files = ["/sys/class/dmi/id/product_name", "/sys/module/nvidia/version",
+             "/sys/module/nvidia_peermem/version", "/proc/driver/nvidia/version",
+             "/proc/driver/nvidia/gpus/0000:1b:00.0/information"]
+    try:
+        podman("run", "-d", "--name", name, *RUN, "--device", h100_node.device(), *HOST_TOOLS,
+               IMAGE, "sleep", "600")
+
+        def contents() -> list[str]:
+            return [podman("exec", name, "cat", f).stdout for f in files]
+
+        before = contents()
+        assert before[0] == "DGXH100\n" and "550.163.01" in before[1]
+        text = h100_node.profile.read_text()
+        changed = text.replace('driver_version: "550.163.01"', 'driver_version: "580.95.05"')
+        changed = changed.replace("product_name: DGXH100", "product_name: DGXH200")
+        assert changed.count("580.95.05") == 1 and "DGXH200" in changed
+        tmp = h100_node.profile.with_name(".driver")
+        tmp.write_text(changed)
+        os.rename(tmp, h100_node.profile)
+        wait_for(lambda: contents()[0] == "DGXH200\n", 20, "the new machine in the container")
+        after = contents()
+        assert after[1] == after[2] == "580.95.05\n"
+        assert "  580.95.05  Release Build" in after[3]
+        assert "GPU Firmware: \t 580.95.05\n" in after[4]
+        assert all("550.163.01" not in a for a in after)
+    finally:
+        podman("rm", "-f", "-t", "0", name, check=False)
+
+
 def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     spec = json.loads(h100_node.spec.read_text())  # it exists once the mount is ready
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == h100_node.kind
     assert [d["name"] for d in spec["devices"]] == [
-        "all", "sys", "proc-devices", "proc-devices-mount", "infiniband"]
+        "all", "sys", "proc", "proc-mount", "proc-devices", "proc-devices-mount", "infiniband"]
+    nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][-1][
+        "containerEdits"]["deviceNodes"]}
+    assert nodes["/dev/infiniband/rdma_cm"] == (10, 56)
     validate(spec)
     validate(spec, UPSTREAM_SCHEMA)
     for version in ("0.5.0", "0.8.0"):

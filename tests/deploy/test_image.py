@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
+from tests.conftest import require_tool, state_of
 from tests.containers.conftest import CDI_DIR, HOST_TOOLS, RUN, podman
 from tests.helpers.mounts import REPO, is_mounted, wait_for
 
@@ -88,8 +88,11 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
         out = podman("run", "--rm", *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
                      hosttools_image, "sh", "-c",
                      "lspci -nn -k 2>/dev/null | grep -c 'driver in use: nvidia'; ibstat -l | "
-                     "wc -l; grep -c nvidia /proc/devices").stdout.split()
-        assert out == ["12", "8", "4"]
+                     "wc -l; grep -c nvidia /proc/devices; cat /sys/class/dmi/id/product_name"
+                     ).stdout.split()
+        state = state_of("h100")
+        nvidia = [f for f in state.functions if f.driver == "nvidia"]  # GPUs and NVSwitches
+        assert out == [str(len(nvidia)), str(len(state.hcas)), "4", "DGXH100"]
         podman("stop", "-t", "10", name)
         assert not spec.exists()  # retracted before unmount
         assert not is_mounted(share / "node")

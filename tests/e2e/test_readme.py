@@ -53,6 +53,9 @@ def test_demo_mounts_shows_lspci_and_unmounts_on_ctrl_c(tmp_path: Path) -> None:
         assert text.count("Kernel driver in use: nvidia") == 12  # 8 GPUs, 4 NVSwitches
         assert "mlx5_7" in text and "state:\t\t 4: ACTIVE" in text
         assert "235 nvidia-caps-imex-channels" in text
+        assert "-[17-1b]--+-00.0-[18]----00.0  Mellanox" in text  # the switch tree
+        assert "product_name: DGXH100\n" in text
+        assert "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.163.01  " in text
         os.killpg(proc.pid, signal.SIGINT)
         assert proc.wait(timeout=10) == 0
         assert not is_mounted(mnt)

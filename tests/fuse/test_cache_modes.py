@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
+from tests.conftest import H100_GPU0, device_path, require_tool
 from tests.helpers.metrics import fuse_requests
 from tests.helpers.mounts import REPO, Mount, free_port, mokkafs_mount, wait_for
 
 STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 MODES = ("no-open", "keep-cache")
-GPU = "sys/devices/pci0000:15/0000:1b:00.0"
+GPU = device_path(H100_GPU0)
 COUNTER = "sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data"
 
 

@@ -16,7 +16,15 @@ import pytest
 
 from mokkafs.state import State
 from mokkafs.tree.nodes import File
-from tests.conftest import ALL_PROFILES, profile_id, require_tool, state_of, tree_of
+from tests.conftest import (
+    ALL_PROFILES,
+    H100_GPU0,
+    device_path,
+    profile_id,
+    require_tool,
+    state_of,
+    tree_of,
+)
 from tests.helpers.mounts import REPO, Mount, is_mounted, mokkafs_mount
 
 PCI_IDS = Path("/usr/share/misc/pci.ids")
@@ -55,6 +63,7 @@ def test_profile_serves_exactly_its_devices(tmp_path: Path, profile: Path) -> No
         out = lspci(mount, "-nn", "-k", "-vvv")
         blocks = {b.split(" ", 1)[0]: b for b in out.strip().split("\n\n")}
         assert sorted(blocks) == listed
+        assert "!!!" not in out and "<?>" not in out  # lspci's complaints
         for fn in state.functions:
             block = blocks[fn.bdf]
             name = pci_names().get((fn.vendor, fn.device), "Device")
@@ -64,7 +73,13 @@ def test_profile_serves_exactly_its_devices(tmp_path: Path, profile: Path) -> No
             assert f"LnkSta:\tSpeed {speed}GT/s, Width x{fn.link.current_width}" in block
             assert f"NUMA node: {fn.numa_node}" in block or fn.numa_node < 0
             target = os.readlink(mount.sys / "bus/pci/devices" / fn.bdf)
-            assert target == f"../../../devices/{fn.root}/{fn.bdf}"
+            assert target == "../../../" + fn.path.removeprefix("sys/")
+            assert os.path.realpath(mount.sys / "bus/pci/devices" / fn.bdf).startswith(
+                f"{mount.sys}/devices/{fn.root}/")
+            if fn.bridge is not None:
+                primary = fn.bdf[5:7]
+                assert (f"Bus: primary={primary}, secondary={fn.bridge.secondary:02x}, "
+                        f"subordinate={fn.bridge.subordinate:02x}") in block, block
         ib = sorted(os.listdir(mount.sys / "class/infiniband")) if state.hcas else []
         assert ib == sorted(h.name for h in state.hcas)
 
@@ -72,7 +87,7 @@ def test_profile_serves_exactly_its_devices(tmp_path: Path, profile: Path) -> No
 def test_reads_are_exact_for_python_cat_and_go_style(mount_h100: Mount) -> None:
     state = state_of("h100")
     tree = tree_of(state)
-    gpu = "sys/devices/pci0000:15/0000:1b:00.0"
+    gpu = device_path(H100_GPU0)
     entry = tree.resolve(gpu)
     assert entry is not None
     for name, _ in entry.children:
@@ -98,7 +113,7 @@ def test_reads_are_exact_for_python_cat_and_go_style(mount_h100: Mount) -> None:
 
 
 def test_config_serves_any_offset(mount_h100: Mount) -> None:
-    path = mount_h100.sys / "devices/pci0000:15/0000:1b:00.0/config"
+    path = mount_h100.path / device_path(H100_GPU0) / "config"
     whole = path.read_bytes()
     assert len(whole) == 4096
     fd = os.open(path, os.O_RDONLY)
@@ -129,7 +144,12 @@ def _compare_with_render(mount: Mount, dest: Path, state: State, exact: bool) ->
         assert fuse_paths == rendered
     else:
         extra = set(os.listdir(mount.sys)) - set(os.listdir(dest / "sys"))
-        assert {"kernel", "fs", "module"} <= extra  # the host's, passed through
+        assert {"fs", "block", "power"} <= extra  # the host's, passed through
+        for shared in ("module", "kernel", "devices/virtual"):  # the host's beside ours
+            host = set(os.listdir(Path("/sys") / shared))
+            ours = set(os.listdir(dest / "sys" / shared))
+            hidden = {"dmi", "iommu_groups"}  # replaced by the view's, not merged
+            assert set(os.listdir(mount.sys / shared)) == (host - hidden) | ours, shared
         assert not [p for p in os.listdir(mount.sys / "devices") if p.startswith("pci")
                     and not (dest / "sys/devices" / p).exists()]  # host PCI roots hidden
         assert sorted(os.listdir(mount.sys / "bus/pci/devices")) == sorted(
@@ -161,17 +181,17 @@ def _compare_with_render(mount: Mount, dest: Path, state: State, exact: bool) ->
 
 
 def test_readdir_types_and_symlinks(mount_h100: Mount) -> None:
-    gpu = mount_h100.sys / "devices/pci0000:15/0000:1b:00.0"
+    gpu = mount_h100.path / device_path(H100_GPU0)
     kinds = {e.name: (e.is_dir(follow_symlinks=False), e.is_symlink(),
                       e.is_file(follow_symlinks=False)) for e in os.scandir(gpu)}
     assert kinds["vendor"] == (False, False, True)
     assert kinds["driver"] == (False, True, False)
     assert os.path.realpath(gpu / "driver") == str(mount_h100.sys / "bus/pci/drivers/nvidia")
-    assert os.path.realpath(mount_h100.sys / "bus/pci/devices/0000:1b:00.0") == str(gpu)
+    assert os.path.realpath(mount_h100.sys / "bus/pci/devices" / H100_GPU0) == str(gpu)
 
 
 def test_read_only_and_modes(mount_h100: Mount) -> None:
-    gpu = mount_h100.sys / "devices/pci0000:15/0000:1b:00.0"
+    gpu = mount_h100.path / device_path(H100_GPU0)
     for flags in (os.O_WRONLY, os.O_RDWR):
         with pytest.raises(OSError) as info:
             os.open(gpu / "numa_node", flags)
@@ -203,7 +223,7 @@ def test_handler_exception_is_eio_and_the_mount_keeps_serving(tmp_path: Path) ->
         with pytest.raises(OSError) as info:
             (mount.path / "broken").read_bytes()
         assert info.value.errno == errno.EIO
-        assert (mount.sys / "bus/pci/devices/0000:1b:00.0/vendor").read_bytes() == b"0x10de\n"
+        assert (mount.sys / "bus/pci/devices" / H100_GPU0 / "vendor").read_bytes() == b"0x10de\n"
         with pytest.raises(OSError):
             (mount.path / "broken").read_bytes()
         assert (mount.path / "proc/devices").read_text().startswith("Character devices:")
@@ -230,7 +250,8 @@ def test_stale_mount_is_cleaned_up_at_start(tmp_path: Path) -> None:
             os.listdir(mnt)
         assert info.value.errno == errno.ENOTCONN
         with mokkafs_mount(mnt, ["--profile", "t4"], expect=["holds a dead FUSE mount"]) as second:
-            assert len(os.listdir(second.sys / "bus/pci/devices")) == 4
+            assert len(os.listdir(second.sys / "bus/pci/devices")) == len(
+                state_of("t4").functions)
             assert "dead FUSE mount" in second.log_text()
         first.process.returncode = 0  # killed on purpose; the fixture checks the second
 

@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import read_following_links, require_tool, state_of, tree_of
+from tests.conftest import (
+    H100_GPU0,
+    device_path,
+    read_following_links,
+    require_tool,
+    state_of,
+    tree_of,
+)
 from tests.helpers.live import Live, live_mount, profile_text, rename_over, requests
 from tests.helpers.mounts import REPO, Mount, wait_for
 
@@ -104,7 +111,7 @@ def test_swap_sequence(live: Live, method: str) -> None:
 
 
 def test_gpus_that_stay_keep_their_inode(live: Live) -> None:
-    gpu = live.mount.sys / "devices/pci0000:00/0000:07:00.0"
+    gpu = live.mount.path / device_path("0000:07:00.0", "a100")
     before = {name: os.stat(gpu / name).st_ino for name in ("vendor", "device", "numa_node")}
     text = profile_text("a100").replace(
         '  - {index: 7, uuid: GPU-a1000000-0000-4000-8000-000000000007, pci: {bus_id: '
@@ -150,7 +157,7 @@ def asked(before: dict[str, float], after: dict[str, float], *ops: str) -> float
 
 def test_kernel_reasks_after_a_swap_and_not_without_one(live: Live) -> None:
     """In the style of pyfuse3's own tests: count the requests that reach the daemon."""
-    gpu = live.mount.sys / "devices/pci0000:00/0000:07:00.0"
+    gpu = live.mount.path / device_path("0000:07:00.0", "a100")
     changed, unchanged = gpu / "device", gpu / "numa_node"
     for path in (changed, unchanged):
         path.read_text()
@@ -179,9 +186,9 @@ def test_concurrent_readers_see_whole_generations(tmp_path: Path, live: Live) ->
     live.wait_generation(2)
     trees = {"h100": tree_of(state_of("h100", node_name="node-a")),
              "h200": tree_of(state_of("h200", node_name="node-a"))}
-    rels = ["sys/bus/pci/devices/0000:1b:00.0/device",
+    rels = [f"sys/bus/pci/devices/{H100_GPU0}/device",
             "sys/bus/pci/devices/0000:9d:00.0/subsystem_device",
-            "sys/devices/pci0000:15/0000:1b:00.0/config",
+            f"{device_path(H100_GPU0)}/config",
             "sys/class/infiniband/mlx5_0/node_guid",
             "sys/class/infiniband/mlx5_3/fw_ver",
             "sys/class/infiniband/mlx5_7/ports/1/gids/0",

@@ -36,10 +36,19 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
+def where(profile: str = "h100") -> dict[str, str]:
+    """What shimtest expects of the view: the first GPU's and mlx5_0's directories."""
+    state = state_of(profile)
+    hca = state.function(state.hcas[0].bdf)
+    return {"SHIMTEST_GPU_DEVICE": f"/{state.gpus()[0].path}",
+            "SHIMTEST_IB_DEVICE": f"/{hca.path}/infiniband/{state.hcas[0].name}",
+            "SHIMTEST_IB_COUNT": str(len(state.hcas))}
+
+
 def shimtest(built: Path, lib: Path, root: Path, mode: str, **env: str) -> str:
     result = subprocess.run([str(built / "shimtest"), mode], capture_output=True, text=True,
                             timeout=120, env={**os.environ, "LD_PRELOAD": str(lib),
-                                              "MOKKAFS_ROOT": str(root), **env})
+                                              "MOKKAFS_ROOT": str(root), **where(), **env})
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -58,7 +67,7 @@ def test_off_switch_and_the_host_untouched(built: Path, rendered: Path) -> None:
     # Without MOKKAFS_PRELOAD=off the same checks see the view, so they must fail:
     broken = subprocess.run([str(built / "shimtest"), "off"], capture_output=True, text=True,
                             timeout=120, env={**os.environ, "LD_PRELOAD": str(library()),
-                                              "MOKKAFS_ROOT": str(rendered)})
+                                              "MOKKAFS_ROOT": str(rendered), **where()})
     assert broken.returncode == 1
 
 
@@ -93,11 +102,30 @@ def test_real_consumers_see_the_node_with_two_variables(served: Mount) -> None:
     assert lspci.count("Kernel driver in use: nvidia") == 12
     for line in host.splitlines():  # none of the host's devices
         assert line.split(" ", 1)[1] not in lspci
-    assert run_with(env, require_tool("ibstat"), "-l").split() == [h.name for h in state.hcas]
-    assert run_with(env, require_tool("ibstatus")).count("4: ACTIVE") == 8
+    names = run_with(env, require_tool("ibstat"), "-l").split()
+    assert names == sorted(h.name for h in state.hcas)  # libibumad sorts them as strings
+    ports = sum(len(h.ports) for h in state.hcas)
+    assert run_with(env, require_tool("ibstatus")).count("4: ACTIVE") == ports
     ibv = run_with(env, require_tool("ibv_devices"))
     assert all(f"{h.node_guid:016x}" in ibv for h in state.hcas)
     assert "235 nvidia-caps-imex-channels" in run_with(env, "cat", "/proc/devices")
+
+
+def test_the_platform_and_driver_files_through_the_shim(served: Mount) -> None:
+    env = preload_env(served)
+    version = state_of("h100").driver.version
+    assert run_with(env, "cat", "/sys/class/dmi/id/product_name") == "DGXH100\n"
+    assert run_with(env, "cat", "/sys/module/nvidia_peermem/version") == f"{version}\n"
+    assert f"  {version}  " in run_with(env, "cat", "/proc/driver/nvidia/version")
+    info = run_with(env, "cat", "/proc/driver/nvidia/gpus/0000:1b:00.0/information")
+    assert "Bus Location: \t 0000:1b:00.0\n" in info
+    assert re.search(r"^nvidia \d+ \d+ nvidia_modeset,", run_with(env, "cat", "/proc/modules"),
+                     re.M)
+    assert run_with(env, "stat", "-c", "%F %t:%T", "/dev/infiniband/rdma_cm") == (
+        "character special file a:38\n")  # 10:56 in hex
+    # what the host has beside them stays the host's
+    assert run_with(env, "ls", "/sys/module") == subprocess.run(
+        ["ls", "/sys/module"], capture_output=True, text=True, check=True).stdout
 
 
 def test_go_static_binaries_bypass_the_shim(served: Mount, ibdump: Path) -> None:

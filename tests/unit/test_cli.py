@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import state_of, tree_of
+from mokkafs.tree.nodes import File
+from tests.conftest import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
 from tests.helpers.mounts import REPO
 
 
@@ -19,18 +20,15 @@ def mokkafs(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_tree_cat_shows_text_and_binary_content() -> None:
-    result = mokkafs("tree", "--profile", "h100", "--node-name", "node-a", "--cat",
-                     "sys/devices/pci0000:15/0000:1c:00.0")
+    nic = device_path(H100_NIC0)
+    result = mokkafs("tree", "--profile", "h100", "--node-name", "node-a", "--cat", nic)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert "-r--r--r-- sys/devices/pci0000:15/0000:1c:00.0/vendor = 0x15b3" in lines
-    assert ("-rw-r--r-- sys/devices/pci0000:15/0000:1c:00.0/config = <4096 bytes of binary>"
-            in lines)
-    assert ("-r--r--r-- sys/devices/pci0000:15/0000:1c:00.0/infiniband/mlx5_0/fw_ver = "
-            "28.39.2048") in lines
-    assert any(" sys/devices/pci0000:15/0000:1c:00.0/driver -> " in line for line in lines)
-    assert all(line.split(" ", 1)[1].startswith("sys/devices/pci0000:15/0000:1c:00.0")
-               for line in lines)
+    assert f"-r--r--r-- {nic}/vendor = 0x15b3" in lines
+    assert f"-rw-r--r-- {nic}/config = <4096 bytes of binary>" in lines
+    assert f"-r--r--r-- {nic}/infiniband/mlx5_0/fw_ver = 28.39.2048" in lines
+    assert any(f" {nic}/driver -> " in line for line in lines)
+    assert all(line.split(" ", 1)[1].startswith(nic) for line in lines)
     missing = mokkafs("tree", "--profile", "h100", "sys/nowhere")
     assert missing.returncode == 1 and "no such path in the view" in missing.stderr
 
@@ -41,8 +39,10 @@ def test_no_infiniband_leaves_no_trace_of_it() -> None:
     paths = [line.split(" ", 1)[1].split(" -> ")[0] for line in result.stdout.splitlines()]
     assert not [p for p in paths if "infiniband" in p or "mlx5" in p]
     assert "proc/devices" in paths
-    gpus = [p for p in paths if p.startswith("sys/bus/pci/devices/")]
-    assert len(gpus) == 12  # 8 GPUs and 4 NVSwitches, no HCA functions
+    listed = {p.rsplit("/", 1)[1] for p in paths if p.startswith("sys/bus/pci/devices/")}
+    functions = state_of("h100").functions
+    assert listed == {fn.bdf for fn in functions if fn.driver != "mlx5_core"}
+    assert len([fn for fn in functions if fn.driver == "nvidia"]) == 12  # 8 GPUs, 4 NVSwitches
 
 
 def test_render_over_an_existing_tree_becomes_the_new_view(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_render_over_an_existing_tree_becomes_the_new_view(tmp_path: Path) -> No
                    str(fresh)).returncode == 0
     listing = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
     assert listing == sorted(str(p.relative_to(fresh)) for p in fresh.rglob("*"))
-    assert not (dest / "sys/bus/pci/devices/0000:1b:00.0").exists()  # h100's, gone
+    assert not (dest / f"sys/bus/pci/devices/{H100_GPU0}").exists()  # h100's, gone
     tree = tree_of(state_of("a100"))
     for path, entry in tree.walk():
         if not path:
@@ -63,7 +63,7 @@ def test_render_over_an_existing_tree_becomes_the_new_view(tmp_path: Path) -> No
         st = os.lstat(dest / path)
         assert stat.S_IFMT(st.st_mode) == stat.S_IFMT(entry.mode), path
         if stat.S_ISREG(st.st_mode):
-            if "counters" not in path:
+            if isinstance(entry.node, File) and not entry.node.dynamic:  # not clock-driven
                 assert (dest / path).read_bytes() == (fresh / path).read_bytes(), path
             assert stat.S_IMODE(st.st_mode) == stat.S_IMODE(entry.mode), path
 

@@ -49,8 +49,8 @@ CASES: dict[str, tuple[str | bytes, str, str]] = {
     "alias-bomb": (alias_bomb(9), f"more than {MAX_YAML_NODES:,} YAML nodes", ""),
     "cores": (H100.replace("  root_complexes:", "  cores_per_numa: 4096\n  root_complexes:"),
               "less than or equal to 512", "pcie_topology.cores_per_numa"),
-    "numa-node": (H100.replace("numa_node: 1,", "numa_node: 1023,"), "less than 64",
-                  "pcie_topology.root_complexes[5].numa_node"),
+    "numa-node": (H100.replace("numa_node: 1\n", "numa_node: 1023\n", 1), "less than 64",
+                  "pcie_topology.root_complexes[4].numa_node"),
     "gpus": ("device_defaults:\n  pci: {device_id: 0x233010DE}\ndevices:\n" + "".join(
         f'  - {{index: {i}, pci: {{bus_id: "0000:{i // 32:02x}:{i % 32:02x}.0"}}}}\n'
         for i in range(10_000)), "at most 64 items", "devices"),
@@ -59,8 +59,10 @@ CASES: dict[str, tuple[str | bytes, str, str]] = {
                       "finite number", "infiniband.traffic.xmit_bytes_per_sec"),
     "multi-line-text": (H100.replace('fw_version: "28.39.2048"', 'fw_version: "28.39\\n2048"'),
                         "one line of text", "infiniband.fw_version"),
-    "gid-tables": (H100.replace("  hcas_per_gpu: 1\n", "  hca_count: 256\n  gid_table_len: 256\n"
-                                "  pkey_table_len: 256\n"), "files; at most 150,000",
+    "gid-tables": ("device_defaults:\n  pci: {device_id: 0x233010DE}\ndevices:\n"
+                   '  - {index: 0, pci: {bus_id: "0000:1b:00.0"}}\n'
+                   "infiniband: {enabled: true, hca_count: 256, gid_table_len: 256, "
+                   "pkey_table_len: 256}\n", "files; at most 150,000",
                    "infiniband.gid_table_len"),
 }
 

@@ -14,10 +14,11 @@ from mokkafs.state import Traffic
 from mokkafs.surfaces import ib_traffic
 from mokkafs.surfaces.infiniband import device_numbers, rate_text
 from mokkafs.tree.nodes import File, Symlink
-from tests.conftest import state_of, tree_of
+from tests.conftest import H100_NIC0, device_path, state_of, tree_of
 
 GUID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}\n$")
-BASE = "sys/devices/pci0000:15/0000:1c:00.0/infiniband/mlx5_0"
+NIC = device_path(H100_NIC0)  # mlx5_0's PCI function
+BASE = f"{NIC}/infiniband/mlx5_0"
 
 
 def read(tree: object, path: str, now: float = 0.0) -> str:
@@ -60,19 +61,17 @@ def test_kernel_layout_and_links() -> None:
         assert isinstance(node, Symlink)
         return node.target
 
-    assert target("sys/class/infiniband/mlx5_0") == (
-        "../../devices/pci0000:15/0000:1c:00.0/infiniband/mlx5_0")
-    assert target(f"{BASE}/device") == "../../../0000:1c:00.0"
-    assert target("sys/class/infiniband_verbs/uverbs0") == (
-        "../../devices/pci0000:15/0000:1c:00.0/infiniband_verbs/uverbs0")
-    assert target("sys/class/infiniband_mad/umad0") == (
-        "../../devices/pci0000:15/0000:1c:00.0/infiniband_mad/umad0")
+    up = "../../" + NIC.removeprefix("sys/")
+    assert target("sys/class/infiniband/mlx5_0") == f"{up}/infiniband/mlx5_0"
+    assert target(f"{BASE}/device") == f"../../../{H100_NIC0}"
+    assert target("sys/class/infiniband_verbs/uverbs0") == f"{up}/infiniband_verbs/uverbs0"
+    assert target("sys/class/infiniband_mad/umad0") == f"{up}/infiniband_mad/umad0"
     assert read(tree, "sys/class/infiniband_verbs/abi_version") == "6\n"
     assert read(tree, "sys/class/infiniband_mad/abi_version") == "5\n"
-    verbs = "sys/devices/pci0000:15/0000:1c:00.0/infiniband_verbs/uverbs0"
+    verbs = f"{NIC}/infiniband_verbs/uverbs0"
     assert read(tree, f"{verbs}/ibdev") == "mlx5_0\n"
     assert read(tree, f"{verbs}/dev") == "231:192\n"
-    assert read(tree, "sys/devices/pci0000:15/0000:1c:00.0/infiniband_mad/issm0/dev") == "231:64\n"
+    assert read(tree, f"{NIC}/infiniband_mad/issm0/dev") == "231:64\n"
 
 
 def test_counter_sets() -> None:
@@ -148,11 +147,12 @@ def test_node_index_beyond_the_lid_space_is_a_profile_error(tmp_path: Path) -> N
 
 def test_node_index_from_profile_and_option(tmp_path: Path) -> None:
     a = state_of("h100", node_index=3)
-    assert a.hcas[0].ports[0].lid == 2 + 3 * 8
+    ports = sum(len(h.ports) for h in a.hcas)  # LIDs per node: one per port
+    assert a.hcas[0].ports[0].lid == 2 + 3 * ports
     src = (Path(__file__).parents[2] / "mokkafs/profiles/h100.yaml").read_text()
     path = tmp_path / "p.yaml"
     path.write_text(src + "node: {index: 3}\n")
-    assert state_of(path).hcas[0].ports[0].lid == 2 + 3 * 8
+    assert state_of(path).hcas[0].ports[0].lid == 2 + 3 * ports
 
 
 # -- counters ----------------------------------------------------------------------------

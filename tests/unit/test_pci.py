@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import errno
+import os
 import struct
 
 from mokkafs.surfaces.pci import cpulist, cpumask, modalias
 from mokkafs.surfaces.pci_config import config_space, resource_text
 from mokkafs.tree.nodes import File, Symlink
-from tests.conftest import state_of, tree_of
+from tests.conftest import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
 
 
 def read(tree: object, path: str) -> bytes:
@@ -20,7 +21,7 @@ def read(tree: object, path: str) -> bytes:
 
 def test_gpu_attributes_h100() -> None:
     tree = tree_of(state_of("h100"))
-    d = "sys/devices/pci0000:15/0000:1b:00.0"
+    d = device_path(H100_GPU0)
     assert read(tree, f"{d}/vendor") == b"0x10de\n"
     assert read(tree, f"{d}/device") == b"0x2330\n"
     assert read(tree, f"{d}/subsystem_vendor") == b"0x10de\n"
@@ -40,7 +41,7 @@ def test_gpu_attributes_h100() -> None:
 
 def test_modes_follow_sysfs() -> None:
     tree = tree_of(state_of("h100"))
-    d = "sys/devices/pci0000:15/0000:1b:00.0"
+    d = device_path(H100_GPU0)
     modes = {name: tree.resolve(f"{d}/{name}").node.mode  # type: ignore[union-attr]
              for name in ("vendor", "numa_node", "config", "remove", "resource")}
     assert modes == {"vendor": 0o444, "numa_node": 0o644, "config": 0o644, "remove": 0o220,
@@ -55,13 +56,23 @@ def test_links_are_kernel_shaped() -> None:
         assert isinstance(node, Symlink)
         return node.target
 
-    assert target("sys/bus/pci/devices/0000:1b:00.0") == "../../../devices/pci0000:15/0000:1b:00.0"
-    assert target("sys/devices/pci0000:15/0000:1b:00.0/driver") == "../../../bus/pci/drivers/nvidia"
-    assert target("sys/devices/pci0000:15/0000:1b:00.0/subsystem") == "../../../bus/pci"
-    assert target("sys/bus/pci/drivers/nvidia/0000:1b:00.0") == (
-        "../../../../devices/pci0000:15/0000:1b:00.0")
-    assert target("sys/bus/pci/drivers/mlx5_core/0000:1c:00.0") == (
-        "../../../../devices/pci0000:15/0000:1c:00.0")
+    gpu, nic = device_path(H100_GPU0), device_path(H100_NIC0)
+
+    def rel(path: str, link: str) -> str:  # what a kernel link from ``link`` to ``path`` is
+        return os.path.relpath(path, os.path.dirname(link))
+
+    link = f"sys/bus/pci/devices/{H100_GPU0}"
+    assert target(link) == rel(gpu, link)
+    assert target(f"{gpu}/driver") == rel("sys/bus/pci/drivers/nvidia", f"{gpu}/driver")
+    assert target(f"{gpu}/subsystem") == rel("sys/bus/pci", f"{gpu}/subsystem")
+    link = f"sys/bus/pci/drivers/nvidia/{H100_GPU0}"
+    assert target(link) == rel(gpu, link) == "../../../../devices/pci0000:15/0000:15:01.0/" \
+        "0000:16:00.0/0000:17:01.0/0000:1b:00.0"
+    link = f"sys/bus/pci/drivers/mlx5_core/{H100_NIC0}"
+    assert target(link) == rel(nic, link)
+    bridge = state_of("h100").function(H100_GPU0).parent
+    assert target(f"sys/bus/pci/drivers/pcieport/{bridge}") == rel(
+        os.path.dirname(gpu), f"sys/bus/pci/drivers/pcieport/{bridge}")
 
 
 def test_config_space_matches_text_attributes() -> None:
@@ -73,7 +84,8 @@ def test_config_space_matches_text_attributes() -> None:
         assert (vendor, device) == (fn.vendor, fn.device)
         assert struct.unpack_from("<I", cfg, 8)[0] >> 8 == fn.class_code
         assert cfg[8] == fn.revision
-        assert struct.unpack_from("<HH", cfg, 0x2C) == (fn.subsystem_vendor, fn.subsystem_device)
+        ids = 0x2C if fn.bridge is None else 0x84  # bridges: SSVID capability at 0x80
+        assert struct.unpack_from("<HH", cfg, ids) == (fn.subsystem_vendor, fn.subsystem_device)
         assert cfg[0x3C] == fn.irq
         cap = cfg[0x34]
         assert cfg[cap] == 0x10  # PCI Express
@@ -87,7 +99,7 @@ def test_config_space_matches_text_attributes() -> None:
 
 
 def test_resource_lines_carry_bars_and_kernel_flags() -> None:
-    gpu = state_of("h100").function("0000:1b:00.0")
+    gpu = state_of("h100").function(H100_GPU0)
     lines = resource_text(gpu).decode().splitlines()
     assert len(lines) == 13
     start, end, flags = (int(x, 16) for x in lines[0].split())
@@ -108,7 +120,7 @@ def test_nvswitch_and_hca_identity() -> None:
     state = state_of("h100")
     sw = state.function("0000:a5:00.0")
     assert (sw.vendor, sw.device, sw.class_code, sw.driver) == (0x10DE, 0x22A3, 0x068000, "nvidia")
-    hca = state.function("0000:1c:00.0")
+    hca = state.function(H100_NIC0)
     assert modalias(hca).startswith("pci:v000015B3d00001021")
     assert state_of("a100").function("0000:c4:00.0").device == 0x1AF1
 
@@ -118,14 +130,16 @@ def test_bus_directory_has_only_simulated_devices() -> None:
     tree = tree_of(state)
     listing = tree.resolve("sys/bus/pci/devices")
     assert listing is not None
-    assert [name for name, _ in listing.children] == [
+    listed = [name for name, _ in listing.children]
+    assert [b for b in listed if state.function(b).kind == "gpu"] == [
         "0000:3b:00.0", "0000:5e:00.0", "0000:86:00.0", "0000:af:00.0"]
+    assert listed == sorted(fn.bdf for fn in state.functions)  # and the bridges above them
     assert tree.resolve("sys/class/infiniband") is None
 
 
 def test_power_directory_and_state_as_kernel_6_shows_them() -> None:
     tree = tree_of(state_of("h100"))
-    gpu = "sys/devices/pci0000:15/0000:1b:00.0"
+    gpu = device_path(H100_GPU0)
     assert read(tree, f"{gpu}/power_state") == b"D0\n"
     assert read(tree, f"{gpu}/power/control") == b"on\n"
     assert read(tree, f"{gpu}/power/runtime_status") == b"active\n"

@@ -26,15 +26,22 @@ def test_profile_serves_what_it_declares(path: Path) -> None:
     switches = {s["bdf"].lower() for s in (raw.get("nvlink") or {}).get("switches") or []}
     assert {f.bdf for f in state.functions if f.kind == "nvswitch"} == switches
     ib = raw.get("infiniband") or {}
-    expected_hcas = (ib.get("hca_count") or len(declared) * ib.get("hcas_per_gpu", 1)
-                     if ib.get("enabled") else 0)
+    expected_hcas = (len(ib.get("devices") or ()) or ib.get("hca_count")
+                     or len(declared) * ib.get("hcas_per_gpu", 1) if ib.get("enabled") else 0)
     assert len(state.hcas) == expected_hcas
+    for hca in (ib.get("devices") or ()) if ib.get("enabled") else ():
+        named = next(h for h in state.hcas if h.bdf == hca["bus_id"].lower())
+        assert named.name == hca.get("name", named.name)
     assert len([f for f in state.functions if f.kind == "hca"]) == expected_hcas
     for root in (raw.get("pcie_topology") or {}).get("root_complexes", []):
         rc = next(r for r in state.roots if r.id == root["id"])
         assert rc.numa_node == root["numa_node"]
-        for bdf in root["devices"]:
+        for bdf in root.get("devices") or ():
             assert state.function(bdf.lower()).root == root["id"]
+        for switch in root.get("switches") or ():  # one switch: its endpoints share a parent
+            uplinks = {state.function(state.function(b.lower()).parent or "").parent
+                       for b in switch["devices"]}
+            assert len(uplinks) == 1 and None not in uplinks, switch
 
 
 def test_all_seven_nvml_mock_profiles_are_present() -> None:
@@ -42,11 +49,32 @@ def test_all_seven_nvml_mock_profiles_are_present() -> None:
         "a100", "b200", "gb200", "gb300", "h100", "l40s", "t4"]
 
 
-def test_hca_sits_under_its_gpus_root_on_the_next_free_bus() -> None:
+def test_dgx_h100_compute_nic_shares_its_gpus_switch() -> None:
     state = state_of("h100")
     hca0 = state.function(state.hcas[0].bdf)
-    assert hca0.bdf == "0000:1c:00.0" and hca0.root == "pci0000:15"
+    assert (state.hcas[0].name, hca0.bdf, hca0.root) == ("mlx5_0", "0000:18:00.0", "pci0000:15")
     assert hca0.numa_node == 0 and hca0.device == 0x1021 and hca0.class_code == 0x020700
+    # DGX H100 User Guide, Table 6: the compute NICs' RDMA names skip the storage cards'
+    assert [h.name for h in state.hcas if h.bdf[5:7] in ("c0", "ce", "dc")] == [
+        "mlx5_9", "mlx5_10", "mlx5_11"]
+    gpu0 = state.function("0000:1b:00.0")
+    assert gpu0.path == ("sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/"
+                         "0000:1b:00.0")
+    assert hca0.path == ("sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/"
+                         "0000:18:00.0")
+
+
+def test_derived_hca_takes_the_next_free_bus_beside_its_gpu() -> None:
+    state = state_of(NVML_MOCK_PROFILES / "h100.yaml")
+    gpu0 = state.gpus()[0]
+    hca0 = state.function(state.hcas[0].bdf)
+    taken = {int(f.bdf[5:7], 16) for f in state.functions if f.bdf != hca0.bdf}
+    bus = int(gpu0.bdf[5:7], 16) + 1
+    while bus in taken:
+        bus += 1
+    assert int(hca0.bdf[5:7], 16) == bus and hca0.root == gpu0.root
+    # near enough to share GPU 0's derived switch (buses within CLUSTER_GAP)
+    assert state.function(hca0.parent or "").parent == state.function(gpu0.parent or "").parent
 
 
 def test_gpu_locality_follows_the_root() -> None:

@@ -6,17 +6,18 @@ import pytest
 
 from mokkafs.tree.build import ROOT_INODE, TreeError, build, inode_of
 from mokkafs.tree.nodes import Dir, File, relative_link, text
-from tests.conftest import state_of, tree_of
+from tests.conftest import H100_GPU0, device_path, state_of, tree_of
 
 
 def test_inodes_are_stable_across_generations_and_profiles() -> None:
     h100, h200 = tree_of(state_of("h100")), tree_of(state_of("h200"))
-    path = "sys/devices/pci0000:15/0000:1b:00.0/vendor"
+    path = f"{device_path(H100_GPU0)}/vendor"  # DGX H100 and H200 share their layout
     assert h100.resolve(path).inode == h200.resolve(path).inode  # type: ignore[union-attr]
     assert h100.resolve("").inode == ROOT_INODE  # type: ignore[union-attr]
+    assert h100.resolve(path).inode == inode_of(path, "f")  # type: ignore[union-attr]
     # Numbers a daemon of an earlier release gave these paths: a restarted or upgraded daemon
     # must give the same ones.
-    assert h100.resolve(path).inode == 4238456817034517747  # type: ignore[union-attr]
+    assert inode_of("sys/devices/pci0000:15/0000:1b:00.0/vendor", "f") == 4238456817034517747
     assert inode_of("sys/bus/pci/devices/0000:1b:00.0", "l") == 5490276425814602694
     assert inode_of("sys/class", "d") == 1673453934066802547
 

@@ -1,0 +1,41 @@
+"""PCI buses as class devices (drivers/pci/probe.c, pci-sysfs.c): a host bridge's root bus and
+every bridge's secondary bus is ``<parent>/pci_bus/<dddd:bb>``, with its CPU affinity, and
+``/sys/class/pci_bus/<dddd:bb>`` links to it. NCCL finds a PCI device's directory through
+these: ``realpath /sys/class/pci_bus/<dddd:bb>/../../<bdf>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mokkafs.state import State
+from mokkafs.surfaces import power
+from mokkafs.surfaces.pci import cpulist, cpumask
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+
+CLASS = "sys/class/pci_bus"
+
+
+def _bus(parent: str, bus_id: str, cpus: tuple[int, ...], nr_cpus: int) -> Iterator[Node]:
+    d = f"{parent}/pci_bus/{bus_id}"
+    yield Dir(d)
+    yield text(f"{d}/cpuaffinity", cpumask(cpus, nr_cpus))
+    yield text(f"{d}/cpulistaffinity", cpulist(cpus))
+    yield File(f"{d}/rescan", b"", 0o200, error=13)
+    yield File(f"{d}/uevent", b"", 0o644)
+    yield from power.of_class_device(d)
+    yield relative_link(f"{d}/subsystem", CLASS)
+    yield relative_link(f"{d}/device", parent)
+    yield relative_link(f"{CLASS}/{bus_id}", d)
+
+
+def nodes(state: State) -> Iterator[Node]:
+    # The simulated buses alone: the host's are hidden, as its PCI devices are.
+    yield Dir(CLASS)
+    for root in state.roots:
+        domain, bus = root.id[3:].split(":")
+        yield from _bus(f"sys/devices/{root.id}", f"{domain}:{bus}", root.cpus, state.nr_cpus)
+    for fn in state.functions:
+        if fn.bridge is not None:
+            bus_id = f"{fn.bdf[:4]}:{fn.bridge.secondary:02x}"
+            yield from _bus(fn.path, bus_id, fn.cpus, state.nr_cpus)
