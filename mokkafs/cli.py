@@ -28,6 +28,7 @@ from mokkafs.delivery.cdi import (
 )
 from mokkafs.delivery.render import mode_string, render
 from mokkafs.errors import MokkafsError
+from mokkafs.faults.effects import applied, at
 from mokkafs.host.facts import default_node_name, read_host_facts
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import (
@@ -93,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("--metrics", metavar="HOST:PORT", default=None,
                        help="serve /metrics, /healthz and /readyz there (off by default; "
                             "e.g. 127.0.0.1:9464)")
+    mount.add_argument("--control", type=Path, default=None, metavar="PATH",
+                       help="serve a control socket there (mode 0600, in a directory only "
+                            "root may write) for `mokkafs fault`")
     _cdi_args(mount)
     mount.add_argument("--cdi-version", default=None, help="CDI version of that spec")
     mount.add_argument("--cdi-hook", default=None, metavar="PATH",
@@ -129,6 +133,16 @@ def _parser() -> argparse.ArgumentParser:
                          "at a serving mount (LD_PRELOAD shim)")
     pre.add_argument("--mountpoint", type=Path, required=True)
 
+    fault = sub.add_parser("fault", help="apply, clear or list faults of a serving daemon "
+                           "(its --control socket); see docs/faults.md")
+    fault.add_argument("--control", type=Path, required=True, metavar="PATH")
+    verbs = fault.add_subparsers(dest="verb", required=True)
+    apply = verbs.add_parser("apply", help="apply the faults of FILE (YAML: a faults: list)")
+    apply.add_argument("file", type=Path)
+    clear = verbs.add_parser("clear", help="clear faults by name (none: all of them)")
+    clear.add_argument("names", nargs="*")
+    verbs.add_parser("list", help="one line per fault: name, kind, target, state")
+
     rend = sub.add_parser("render", help="write the view to DEST as plain files")
     _profile_args(rend)
     rend.add_argument("dest", type=Path)
@@ -158,8 +172,10 @@ def _compiler(args: argparse.Namespace,
 
 
 def _state(args: argparse.Namespace) -> State:
+    """The profile's State with its faults applied now, as a daemon started now serves it."""
     path = resolve(args.profile)
-    return _compiler(args)(read_text(path), str(path))
+    now = time.monotonic()
+    return at(applied(_compiler(args, lambda: now)(read_text(path), str(path)), now), now)
 
 
 def _tree(state: State) -> Tree:
@@ -224,6 +240,7 @@ def wire(args: argparse.Namespace,
     path = Path(os.path.abspath(resolve(args.profile)))
     config = Config(
         mountpoint=args.mountpoint, cache_mode=choose(args.cache_mode), metrics=args.metrics,
+        control=args.control,
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or NEWEST, args.cdi_kind, args.cdi_hook)
         if args.cdi_dir else None,
         runtime_dir=args.runtime_dir)
@@ -282,9 +299,26 @@ def _cmd_preload_env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fault(args: argparse.Namespace) -> int:
+    from mokkafs.serve.control import request
+
+    if args.verb == "apply":
+        path = args.file
+        message = {"op": "apply", "file": str(path), "text": read_text(path)}
+    elif args.verb == "clear":
+        message = {"op": "clear", "names": args.names}
+    else:
+        message = {"op": "list"}
+    answer = request(args.control, message)
+    if args.verb == "list":
+        for f in answer["faults"]:
+            print(f"{f['name']}\t{f['kind']}\t{f['target']}\t{f['state']}")
+    return 0
+
+
 COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "cleanup": _cmd_cleanup,
             "tree": _cmd_tree, "render": _cmd_render, "cdi": _cmd_cdi,
-            "preload-env": _cmd_preload_env}
+            "preload-env": _cmd_preload_env, "fault": _cmd_fault}
 
 
 def setup_logging(debug: bool = False) -> None:

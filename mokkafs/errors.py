@@ -3,6 +3,7 @@
     MokkafsError                 base; a user-facing message, printed without a traceback
     ├── UsageError               arguments that cannot work together                    (exit 2)
     ├── ProfileError             a profile that cannot be compiled; one Problem per defect (2)
+    │   └── FaultError           faults that cannot apply to the node, or clear unknown names (2)
     ├── MountError               a mountpoint that is missing, busy or cannot be mounted  (3)
     ├── CdiError                 a CDI spec that cannot be published, or an unsafe place  (4)
     ├── MetricsError             a metrics address that cannot be served                  (5)
@@ -76,6 +77,15 @@ class MountError(MokkafsError):
     """The mountpoint cannot be used: missing, not a directory, or already serving."""
 
     exit_code = EXIT_MOUNTPOINT
+
+
+class FaultError(ProfileError):
+    """Faults given at run time that cannot apply to the node (a bad fault file, a target the
+    node lacks), or a fault to clear that does not exist: nothing changes then."""
+
+    def render(self) -> str:
+        head = f"faults from {self.filename} not applied: {len(self.problems)} problem(s)"
+        return "\n".join([head, *("  " + p.render(self.filename) for p in self.problems)])
 
 
 class CdiError(MokkafsError):

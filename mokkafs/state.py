@@ -8,7 +8,7 @@ byte-identical views. Nothing here does I/O; host facts the view needs (the host
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, NewType
 
 Generation = NewType("Generation", int)
@@ -100,14 +100,27 @@ class PciFunction:
     bridge: Bridge | None = None
     iommu_group: int | None = None
     gpu: GpuInfo | None = None
+    # Fell off the bus: config reads complete with all ones (a fault, mokkafs.faults)
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Windows:
+    """What faults do to a port's counters, in seconds since the node started (``end`` may
+    be ``math.inf``): the link is down over each of ``pauses`` (nothing moves; ``link_downed``
+    counts each start), and each of ``bursts`` adds ``rate`` per second to one counter."""
+
+    pauses: tuple[tuple[float, float], ...] = ()
+    bursts: tuple[tuple[str, float, float, float], ...] = ()  # (counter, rate, start, end)
 
 
 @dataclass(frozen=True, slots=True)
 class Traffic:
     """Per-port rates the counters follow; see ``mokkafs.surfaces.ib_traffic``.
 
-    ``origin`` and ``base`` make counters continue across a change of rates: from ``origin``
-    seconds on, a counter is its ``base`` value plus what the rates add since then.
+    ``origin`` and ``base`` make counters continue across a change of rates or faults: from
+    ``origin`` seconds on, a counter is its ``base`` value plus what the rates add since then,
+    less what ``windows`` pause, plus what they burst.
     """
 
     xmit_bytes_per_sec: float
@@ -118,6 +131,7 @@ class Traffic:
     errors_per_sec: tuple[tuple[str, float], ...]
     origin: float = 0.0
     base: tuple[tuple[str, int], ...] = ()
+    windows: Windows = Windows()
 
     def same_rates(self, other: Traffic) -> bool:
         return (self.xmit_bytes_per_sec, self.rcv_bytes_per_sec, self.mean_packet_bytes,
@@ -138,6 +152,7 @@ class IbPort:
     link_layer: str
     umad_index: int
     traffic: Traffic
+    width: int = 4  # lanes the link trained to
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +217,41 @@ class Driver:
     ofed_version: str | None
 
 
+FaultKind = Literal["ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded",
+                    "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """One fault, its target resolved (``ports``: (HCA, port) pairs; ``bdf``: a PCI function;
+    ``hca``: an RDMA device) and its timing in seconds from ``origin``, the daemon clock's
+    reading when it was first applied (None until then). ``selected``: whether this node is
+    among the ``fraction`` the fault picks. See docs/faults.md and ``mokkafs.faults``."""
+
+    name: str
+    kind: FaultKind
+    target: str
+    source: Literal["profile", "control"]
+    selected: bool = True
+    ports: tuple[tuple[str, int], ...] = ()
+    bdf: str | None = None
+    hca: str | None = None
+    after: float = 0.0
+    duration: float | None = None
+    every: float | None = None
+    count: int | None = None
+    cable: bool = False
+    rates: tuple[tuple[str, float], ...] = ()
+    width: int | None = None
+    rate_gbps: int | None = None
+    gen: int | None = None
+    origin: float | None = None
+
+    def definition(self) -> FaultSpec:
+        """Everything but when it was applied: what decides whether it is the same fault."""
+        return replace(self, origin=None)
+
+
 @dataclass(frozen=True, slots=True)
 class HostFacts:
     """What the host contributes to the view, captured at load time by the source."""
@@ -235,6 +285,7 @@ class State:
     # quantised to ``counter_quantum`` seconds (0 = exact at every read).
     started_at: float = 0.0
     counter_quantum: float = 0.1
+    faults: tuple[FaultSpec, ...] = ()
 
     def major(self, name: str) -> int:
         """The character major the named driver registered (KeyError when none did)."""
@@ -252,6 +303,16 @@ class State:
     def gpus(self) -> tuple[PciFunction, ...]:
         return tuple(fn for fn in self.functions if fn.kind == "gpu")
 
+
+# mlx5's per-port hw_counters/ (drivers/infiniband/hw/mlx5/counters.c), 0 unless a fault
+# makes one grow.
+IB_HW_COUNTERS = (
+    "duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err", "out_of_buffer",
+    "out_of_sequence", "packet_seq_err", "req_cqe_error", "req_cqe_flush_error",
+    "req_remote_access_errors", "req_remote_invalid_request", "resp_cqe_error",
+    "resp_cqe_flush_error", "resp_local_length_error", "resp_remote_access_errors",
+    "rnr_nak_retry_err", "rx_atomic_requests", "rx_read_requests", "rx_write_requests",
+)
 
 # The port error counters a traffic model may drive (all others of counters/ stay 0).
 IB_ERROR_COUNTERS = (

@@ -8,14 +8,17 @@ durations) is recorded here.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import get_args
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from mokkafs.obs.status import Status
+from mokkafs.state import FaultKind
 
 FUSE_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 1e-2, 1e-1)
+FAULT_KINDS = get_args(FaultKind)
 SWAP_BUCKETS = (1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
@@ -56,6 +59,18 @@ class StatusCollector(Collector):
         yield CounterMetricFamily("mokkafs_invalidations",
                                   "Kernel cache invalidations sent after swaps",
                                   value=s.invalidations)
+        active = GaugeMetricFamily("mokkafs_faults_active", "Faults in effect, by kind",
+                                   labels=["kind"])
+        for kind in FAULT_KINDS:
+            active.add_metric([kind], sum(1 for f in s.faults
+                                          if f["kind"] == kind and f["state"] == "active"))
+        yield active
+        moved = CounterMetricFamily("mokkafs_fault_transitions",
+                                    "Faults entering a state (active, ended), by kind",
+                                    labels=["kind", "to"])
+        for (kind, to), count in sorted(s.fault_transitions.items()):
+            moved.add_metric([kind, to], count)
+        yield moved
 
 
 class Metrics:

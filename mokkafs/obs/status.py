@@ -35,6 +35,11 @@ class Status:
     source_errors: int = 0  # updates that were errors (the profile could not be loaded)
     apply_errors: dict[str, int] = field(default_factory=dict)  # stage -> failures
     invalidations: int = 0
+    # every fault of the State served: name, kind, target, state (pending|active|ended|off),
+    # source (profile|control); transitions counted by (kind, state entered)
+    faults: list[dict[str, str]] = field(default_factory=list)
+    fault_states: dict[str, str] = field(default_factory=dict)
+    fault_transitions: dict[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def following(self) -> bool:
@@ -64,6 +69,7 @@ class Status:
             "last_error": self.last_error,
             "last_error_at": self.last_error_at,
             "cache_mode": self.cache_mode,
+            "faults": [f for f in self.faults if f["state"] == "active"],
             "surfaces": {name: {"status": "ok" if self.serving else "not serving",
                                 "nodes": nodes, "generation": self.generation}
                          for name, nodes in self.surfaces.items()},

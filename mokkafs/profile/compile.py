@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from mokkafs.errors import Problem, ProfileError
 from mokkafs.profile import devices, infiniband, topology
 from mokkafs.profile.bdf import Bdf, RootId
+from mokkafs.profile.faults import compile_faults
 from mokkafs.profile.load import Problems, YamlPath
 from mokkafs.profile.platform import driver, platform
 from mokkafs.profile.schema import MAX_CPUS, InfiniBand, PcieTopology, Profile
@@ -171,7 +172,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                                    options.node_index)
         except ValueError as exc:
             raise ProfileError(filename, [Problem("infiniband", str(exc))]) from None
-    return State(
+    state = State(
         generation=Generation(options.generation),
         source=filename,
         node_name=options.node_name,
@@ -189,6 +190,9 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         started_at=options.started_at,
         counter_quantum=options.counter_quantum,
     )
+    specs = compile_faults(profile.faults, state, ("faults",), problems)
+    problems.check()
+    return replace(state, faults=specs)
 
 
 def _root_of(bdf: Bdf, found: dict[RootId, topology.Root]) -> RootId:

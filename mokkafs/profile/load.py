@@ -13,10 +13,10 @@ walks the data (validation, line numbers).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from mokkafs.errors import Problem, ProfileError
 from mokkafs.profile.schema import Profile
@@ -27,6 +27,7 @@ _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # nvml-mock's largest profile composes to about 700 nodes; a node with 256 HCAs, every GPU and
 # root listed, stays far below this.
 MAX_YAML_NODES = 100_000
+M = TypeVar("M", bound=BaseModel)
 
 
 def format_path(path: YamlPath) -> str:
@@ -159,6 +160,11 @@ def parse(text: str, filename: str) -> tuple[Profile, dict[YamlPath, int]]:
     Returns the model and a map from YAML path to line number (for later semantic errors).
     Raises ``ProfileError`` with one ``Problem`` per defect found.
     """
+    return parse_as(Profile, text, filename)
+
+
+def parse_as(model: type[M], text: str, filename: str) -> tuple[M, dict[YamlPath, int]]:
+    """``parse`` for any document model (a profile, a fault file)."""
     try:
         # One parse gives both the node tree (for line numbers) and the data; libyaml's C
         # loader when PyYAML has it, as this runs on every profile change.
@@ -189,11 +195,11 @@ def parse(text: str, filename: str) -> tuple[Profile, dict[YamlPath, int]]:
             filename, [Problem("", "expected a mapping of sections (system, devices, ...)", 1)]
         )
     try:
-        profile = Profile.model_validate(data)
+        document = model.model_validate(data)
     except ValidationError as exc:
         for err in exc.errors():
             path = tuple(err["loc"])
             problems.append(Problem(format_path(path), _describe(err), line_for(lines, path)))
     if problems:
         raise ProfileError(filename, problems)
-    return profile, lines
+    return document, lines

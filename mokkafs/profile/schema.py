@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidat
 
 from mokkafs.profile.bdf import Bdf as BdfValue
 from mokkafs.profile.bdf import RootId as RootValue
+from mokkafs.state import FaultKind
 
 
 def _hex_int(value: Any) -> Any:
@@ -312,6 +313,42 @@ class ProcDevices(_Closed):
     infiniband: int = Field(default=231, ge=1, le=511)
 
 
+Seconds = Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)]
+MAX_FAULTS = 256
+
+
+class Fault(_Closed):
+    """mokkafs: a fault the node suffers on purpose (docs/faults.md). ``target`` names a port
+    (``mlx5_0/1``), an HCA (``mlx5_0``) or a PCI function (``0000:1b:00.0``, ``gpu0``);
+    timing is relative to when the fault is first applied."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+    kind: FaultKind
+    target: Annotated[str, Field(min_length=1, max_length=64)]
+    after: Seconds = 0.0
+    duration: Seconds | None = Field(default=None, alias="for", gt=0)
+    every: Seconds | None = Field(default=None, gt=0)
+    count: int | None = Field(default=None, ge=1, le=10_000)
+    fraction: float = Field(default=1.0, ge=0, le=1)
+    # ib-port-down, ib-port-flap: the cable is out (phys_state Polling, not Disabled)
+    cable: bool = False
+    # ib-errors: counters/ and hw_counters/ names and how many per second each grows
+    rates: dict[str, Rate] = Field(default={}, max_length=64)
+    # ib-degraded: the lanes the link trained to, and its total rate (default: the same
+    # speed per lane); pcie-degraded: the generation and width the link trained to
+    width: Literal[1, 2, 4, 8, 12, 16, 32] | None = None
+    rate_gbps: int | None = Field(default=None, ge=1, le=3200)
+    gen: int | None = Field(default=None, ge=1, le=6)
+
+
+class FaultFile(_Closed):
+    """What ``mokkafs fault apply FILE`` reads: a ``faults:`` list, as in a profile."""
+
+    faults: list[Fault] = Field(max_length=MAX_FAULTS)
+
+
 class Profile(_Closed):
     """A whole profile document. Unknown top-level keys are errors."""
 
@@ -327,3 +364,4 @@ class Profile(_Closed):
     node: Node = Node()
     proc_devices: ProcDevices = ProcDevices()
     platform: Platform = Platform()  # mokkafs
+    faults: list[Fault] = Field(default=[], max_length=MAX_FAULTS)  # mokkafs

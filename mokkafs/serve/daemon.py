@@ -1,14 +1,16 @@
 """The mount process, on one exit stack that registers each cleanup as its resource is taken.
 
 Start, in order (anything that fails exits before the mount exists, with the status of its
-kind): load the first State -> check the mountpoint -> with ``--cdi-dir``, check the directory
+kind): load the first State -> check the mountpoint (and the control socket's place) -> with
+``--cdi-dir``, check the directory
 containers will hold and remove a spec a killed daemon left -> the metrics endpoint (its
 address is bound before anything is mounted) -> the host's sysfs instance -> share the
 mountpoint's parent -> mount -> once the mount answers, publish the CDI spec and re-attach
 containers a previous daemon left -> readiness: a stderr line, and ``READY=1`` to systemd.
 
-While serving, one trio nursery runs the source, the swapper, the signal handler and the
-readiness step beside the FUSE loop (the metrics endpoint runs in an outer one, started first).
+While serving, one trio nursery runs the source, the swapper (with the fault scheduler and the
+control socket, which change the view through it), the signal handler and the readiness step
+beside the FUSE loop (the metrics endpoint runs in an outer one, started first).
 
 Stop (SIGINT/SIGTERM), in a shielded scope bounded by ``Config.shutdown_seconds``: not ready,
 retract the CDI spec, stop the source and the swapper (a compile or build in a worker thread is
@@ -28,7 +30,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,7 @@ import trio
 
 from mokkafs.delivery.cdi import Publisher, check_parent
 from mokkafs.delivery.repair import SharedParent, repair
+from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.adapter import Operations
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.modes import CacheMode, serving
@@ -49,6 +52,8 @@ from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
+from mokkafs.serve.control import check_place, serve_control
+from mokkafs.serve.faults import FaultScheduler, real_sleep_until
 from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
 from mokkafs.state import State
@@ -76,6 +81,7 @@ class Config:
     mountpoint: Path
     cache_mode: CacheMode = CacheMode.KEEP_CACHE
     metrics: str | None = None
+    control: Path | None = None
     cdi: CdiConfig | None = None
     runtime_dir: Path = Path("/run/mokkafs-runtime")
     shutdown_seconds: float = 5.0
@@ -96,6 +102,8 @@ class Wiring:
     source: Source
     surfaces: Sequence[tuple[str, Surface]] = SURFACES
     clock: Callable[[], float] = time.monotonic
+    # how to wait for ``clock`` to reach a time (None: sleep for the difference)
+    sleep_until: Callable[[float], Awaitable[None]] | None = None
     proc: Path = Path("/proc")
     announce: Callable[[State, Tree, Path, CacheMode], str] = default_announce
     status: Status = field(default_factory=Status)
@@ -130,10 +138,13 @@ async def serve(config: Config, wiring: Wiring) -> None:
     status.cache_mode = config.cache_mode.value
     status.watch = wiring.source
     metrics = Metrics(status)
-    state = wiring.source.initial()
+    now = wiring.clock()
+    state = applied(wiring.source.initial(), now)  # its faults' timing starts now
     build = functools.partial(build_tree, surfaces=wiring.surfaces)
-    tree, counts = build(state, None)
+    tree, counts = build(at(state, now), None)
     prepare_mountpoint(config.mountpoint)
+    if config.control is not None:
+        check_place(config.control)
     publisher = None
     if config.cdi is not None:
         check_parent(config.mountpoint)
@@ -192,6 +203,7 @@ class _Running:
         self._source_scope = trio.CancelScope()
         self._swapper_scope = trio.CancelScope()
         self._swapper_done = trio.Event()
+        self._changers_ready = trio.Event()
         self._stopping = False
 
     def start(self, nursery: trio.Nursery, state: State, tree: Tree) -> None:
@@ -207,10 +219,20 @@ class _Running:
                 await self.source.run(send)
 
     async def _run_swapper(self, recv: trio.MemoryReceiveChannel[Update]) -> None:
+        """Everything that changes the view, stopped together: profile updates, fault
+        transitions, the control socket."""
+        clock = self.wiring.clock
+        sleep_until = self.wiring.sleep_until or functools.partial(real_sleep_until, clock)
         try:
             with self._swapper_scope:
-                await self.swapper.run(recv)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self.swapper.run, recv)
+                    nursery.start_soon(FaultScheduler(self.swapper, clock, sleep_until).run)
+                    if self.config.control is not None:
+                        await nursery.start(serve_control, self.config.control, self.swapper)
+                    self._changers_ready.set()
         finally:
+            self._changers_ready.set()
             self._swapper_done.set()
 
     async def _signals(self) -> None:
@@ -245,9 +267,10 @@ class _Running:
         """Announce readiness once the mount answers a request (a stat from a worker thread,
         which only the running FUSE loop can satisfy), after the CDI spec."""
         await trio.to_thread.run_sync(os.stat, self.config.mountpoint / "proc")
+        await self._changers_ready.wait()
         if self.publisher is not None:
             try:
-                self.publisher.publish(device_numbers(self.swapper.state))
+                self.publisher.publish(device_numbers(self.swapper.effective))
             except Exception as exc:
                 # Asked to give containers the mount and unable to: stop cleanly, loudly.
                 self.failure = exc

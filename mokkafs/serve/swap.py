@@ -1,5 +1,11 @@
-"""Apply Updates: build the new tree off the FUSE loop, swap it in with one assignment, then
-tell the kernel what changed (from a worker thread), and record the result.
+"""Apply Updates and fault transitions: build the new tree off the FUSE loop, swap it in with
+one assignment, then tell the kernel what changed (from a worker thread), and record the result.
+
+Three things change the view: a new State from the source (the profile), a change of the
+faults applied at run time (``mokkafs fault``, through ``FaultBook``), and the clock reaching a
+fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through ``install``, one
+at a time: ``state`` is the State with its faults (their origins set, counters carried), and
+the view is ``at(state, when)``, the State as its faults make it at that time.
 
 An update that carries an error changes nothing that is served: the last good State stays, and
 the error shows in /readyz, the metrics and the log. So does any failure while applying a good
@@ -20,13 +26,15 @@ from dataclasses import dataclass
 import trio
 
 from mokkafs.errors import MokkafsError, internal_error
+from mokkafs.faults.effects import at, carry
+from mokkafs.faults.schedule import status
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
+from mokkafs.serve.faults import FaultBook
 from mokkafs.source import Update
 from mokkafs.state import State
-from mokkafs.surfaces.ib_traffic import carry_counters
 from mokkafs.tree.build import Tree
 from mokkafs.tree.diff import diff
 
@@ -45,30 +53,65 @@ class Applied:
     invalidations: int
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A view built ahead of a transition: valid while ``version`` is the swapper's."""
+
+    version: int
+    when: float
+    tree: Tree
+    counts: dict[str, int]
+
+
 class Swapper:
     """Owns the served State; every successful update replaces it."""
 
-    def __init__(self, holder: TreeHolder, state: State, counts: dict[str, int], *,
+    def __init__(self, holder: TreeHolder, profile: State, counts: dict[str, int], *,
                  build: Build, invalidator: Invalidator, status: Status, metrics: Metrics,
                  publish: Publish | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        """``profile``: the first State, whose view ``holder`` already serves (its faults'
+        origins set, see ``faults.effects.applied``)."""
         self.holder = holder
-        self.state = state
+        self.profile = profile  # as the source gave it
+        self.state = profile  # and with the faults applied at run time
+        self.book = FaultBook()
         self.build = build
         self.invalidator = invalidator
         self.status = status
         self.metrics = metrics
         self.publish = publish
         self.clock = clock
-        self._record(state, counts)
+        self.version = 0  # grows with every install
+        self.changed = trio.Event()  # set (and replaced) at every install
+        self._lock = trio.Lock()
+        self.shown_at = clock()  # the time the view served shows
+        self._record(profile, counts, self.shown_at)
 
-    def _record(self, state: State, counts: dict[str, int]) -> None:
+    @property
+    def effective(self) -> State:
+        """The State as served: its faults' effects as of the last install."""
+        return at(self.state, self.shown_at)
+
+    def _record(self, state: State, counts: dict[str, int], when: float) -> None:
         s = self.status
         s.generation = state.generation
         s.source = state.source
         s.last_success = state.loaded_at
         s.surfaces = counts
         s.inodes = len(self.holder.tree.entries)
+        listing = [(f, status(f, when)) for f in state.faults]
+        for f, now in listing:
+            before = s.fault_states.get(f.name)
+            if (before is not None and before != now) or (before is None and now != "pending"):
+                log.info("fault %s (%s on %s): %s", f.name, f.kind, f.target, now)
+                key = (f.kind, now)
+                s.fault_transitions[key] = s.fault_transitions.get(key, 0) + 1
+        for name in set(s.fault_states) - {f.name for f in state.faults}:
+            log.info("fault %s: cleared", name)
+        s.fault_states = {f.name: now for f, now in listing}
+        s.faults = [{"name": f.name, "kind": f.kind, "target": f.target, "state": now,
+                     "source": f.source} for f, now in listing]
 
     def _fail(self, stage: str, message: str) -> None:
         self.status.apply_errors[stage] = self.status.apply_errors.get(stage, 0) + 1
@@ -91,26 +134,76 @@ class Swapper:
                         await self.apply(update)
 
     async def apply(self, update: Update) -> Applied | None:
+        """A new State from the source: the faults applied at run time carry over to it."""
         if update.state is None:
             assert update.error is not None
             self.status.source_errors += 1
             self.status.failed(str(update.error), update.at)
             log.error("keeping generation %d: %s", self.state.generation, update.error)
             return None
+        async with self._lock:
+            now = self.clock()
+            book = self.book.copy()
+            merged = book.merge(update.state)
+            applied_ = await self._install(carry(self.state, merged, now), now, "profile")
+            if applied_ is not None:
+                self.profile, self.book = update.state, book
+            return applied_
+
+    async def refault(self, change: Callable[[FaultBook, State], None]) -> Applied | None:
+        """Change the faults applied at run time (``change`` edits the book, checking against
+        the profile's State; it raises ``FaultError`` to refuse, and then nothing changes)."""
+        async with self._lock:
+            book = self.book.copy()
+            change(book, self.profile)
+            now = self.clock()
+            merged = book.merge(self.profile)
+            result = await self._install(carry(self.state, merged, now), now, "faults")
+            if result is not None:
+                self.book = book
+            return result
+
+    async def prepare(self, when: float) -> Prepared | None:
+        """The view at ``when`` (a coming transition), built now in a worker thread."""
+        version, state, old = self.version, self.state, self.holder.tree
+        try:
+            tree, counts = await trio.to_thread.run_sync(self.build, at(state, when), old,
+                                                         abandon_on_cancel=True)
+        except Exception as exc:
+            log.exception("building the view for a fault transition failed")
+            self._fail("build", f"a fault transition of generation {state.generation} "
+                       f"cannot be built: {internal_error('building the view', exc)}")
+            return None
+        return Prepared(version, when, tree, counts)
+
+    async def transition(self, prepared: Prepared | None, when: float) -> Applied | None:
+        """Serve the view at ``when``: ``prepared`` if still current, else built now."""
+        async with self._lock:
+            if prepared is not None and prepared.version == self.version:
+                return await self._install(self.state, when, "transition", prepared)
+            return await self._install(self.state, when, "transition")
+
+    async def _install(self, state: State, when: float, reason: str,
+                       prepared: Prepared | None = None) -> Applied | None:
+        """Serve ``at(state, when)``. A transition leaves an error the last load or fault
+        change reported in place; the others clear it when they succeed."""
         start = time.perf_counter()
         old_tree = self.holder.tree
         try:
-            state = carry_counters(self.state, update.state, self.clock())
-            tree, counts = await trio.to_thread.run_sync(self.build, state, old_tree,
-                                                         abandon_on_cancel=True)
+            effective = at(state, when)
+            if prepared is not None:
+                tree, counts = prepared.tree, prepared.counts
+            else:
+                tree, counts = await trio.to_thread.run_sync(self.build, effective, old_tree,
+                                                             abandon_on_cancel=True)
             plan = diff(old_tree, tree)
         except Exception as exc:
-            log.exception("building generation %d failed", update.state.generation)
+            log.exception("building generation %d failed", state.generation)
             self._fail("build", f"keeping generation {self.state.generation}: "
-                       f"{internal_error(f'building the view of {update.state.source}', exc)}")
+                       f"{internal_error(f'building the view of {state.source}', exc)}")
             return None
         self.holder.tree = tree  # the swap: new requests see the new view from here
-        self.state = state
+        self.state, self.shown_at = state, when
         swapped = time.perf_counter()
         failures: list[str] = []
         # Shielded: the kernel must hear of every change before the loop may stop serving.
@@ -128,20 +221,25 @@ class Swapper:
         self.metrics.invalidation_seconds.observe(done - swapped)
         self.status.swaps += 1
         self.status.invalidations += sent
-        self._record(state, counts)
+        self._record(state, counts, when)
+        self.version += 1
+        self.changed.set()
+        self.changed = trio.Event()
         if self.publish is not None:
             try:
-                self.publish(state)
+                self.publish(effective)
             except MokkafsError as exc:
                 log.error("generation %d serves, but %s", state.generation, exc)
                 self._fail("publish", f"generation {state.generation} serves, but {exc}")
                 failures.append("publish")
-        if not failures:
+        if not failures and reason != "transition":
             self.status.last_error = self.status.last_error_at = None
-        applied = Applied(state.generation, len(plan.changed_data) + len(plan.changed_attrs),
-                          len(plan.removed), len(plan.added), sent)
-        log.info("serving generation %d from %s: %d changed, %d removed, %d added "
+        applied_ = Applied(state.generation, len(plan.changed_data) + len(plan.changed_attrs),
+                           len(plan.removed), len(plan.added), sent)
+        log.info("serving generation %d from %s (%s): %d changed, %d removed, %d added "
                  "(%d invalidations in %.1f ms) in %.1f ms", state.generation, state.source,
-                 applied.changed, applied.removed, applied.added, sent,
+                 reason,
+                 applied_.changed, applied_.removed, applied_.added, sent,
                  (done - swapped) * 1000, (done - start) * 1000)
-        return applied
+        return applied_
+

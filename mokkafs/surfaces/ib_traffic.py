@@ -8,7 +8,11 @@ For t seconds since the node started, with rates from the profile:
   ``port_xmit_packets`` is their sum, so unicast + multicast == packets exactly and every
   counter is monotonic in t (a floor of a difference would not be);
 - ``port_xmit_wait`` and the error counters named in the profile grow at their rates; all
-  other error counters stay 0.
+  other error counters stay 0;
+- faults (``Traffic.windows``): while the link is down nothing moves and ``link_downed``
+  counts one per onset; an error burst adds its rate to its counter;
+- the PortCounters error fields saturate at their width (symbol_error at 65535,
+  link_downed at 255, ...), as the IBTA defines them, instead of wrapping.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from mokkafs.state import IB_ERROR_COUNTERS, State, Traffic
+from mokkafs.state import IB_ERROR_COUNTERS, Traffic
 
 # counters/ as the kernel's ib_core exposes it (drivers/infiniband/core/sysfs.c)
 COUNTERS = tuple(sorted((
@@ -48,6 +52,15 @@ def elapsed(now: float, started_at: float, quantum: float) -> float:
     return max(now - started_at, 0.0)
 
 
+# The PortCounters fields' widths (IBTA): an error counter stops at its maximum.
+SATURATE = {"symbol_error": 0xFFFF, "link_error_recovery": 0xFF, "link_downed": 0xFF,
+            "port_rcv_errors": 0xFFFF, "port_rcv_remote_physical_errors": 0xFFFF,
+            "port_rcv_switch_relay_errors": 0xFFFF, "port_xmit_discards": 0xFFFF,
+            "port_xmit_constraint_errors": 0xFF, "port_rcv_constraint_errors": 0xFF,
+            "local_link_integrity_errors": 0xF, "excessive_buffer_overrun_errors": 0xF,
+            "VL15_dropped": 0xFFFF}
+
+
 def _since_origin(traffic: Traffic, name: str, dt: float) -> int:
     for direction, rate in (("xmit", traffic.xmit_bytes_per_sec),
                             ("rcv", traffic.rcv_bytes_per_sec)):
@@ -69,35 +82,36 @@ def _since_origin(traffic: Traffic, name: str, dt: float) -> int:
     return 0
 
 
-def counter(traffic: Traffic, name: str, t: float) -> int:
-    """The value of counters/<name> after t seconds."""
+def _overlap(start: float, end: float, lo: float, hi: float) -> float:
+    return max(0.0, min(end, hi) - max(start, lo))
+
+
+def counter(traffic: Traffic, name: str, t: float, *, before: bool = False) -> int:
+    """The value of counters/<name> (or hw_counters/<name>) after t seconds (``before``: just
+    before t, not counting a link going down at t, which a traffic starting at t will)."""
     if name in ("port_xmit_packets", "port_rcv_packets"):
         direction = name.split("_")[1]
         return (counter(traffic, f"unicast_{direction}_packets", t)
                 + counter(traffic, f"multicast_{direction}_packets", t))
-    base = dict(traffic.base).get(name, 0)
-    return base + _since_origin(traffic, name, max(t - traffic.origin, 0.0))
+    origin = traffic.origin
+    t = max(t, origin)
+    windows = traffic.windows
+    paused = sum(_overlap(a, b, origin, t) for a, b in windows.pauses)
+    value = dict(traffic.base).get(name, 0) + _since_origin(traffic, name, t - origin - paused)
+    if name == "link_downed":  # one per onset since the origin
+        value += sum(1 for a, _ in windows.pauses if origin <= a < t or (a == t and not before))
+    for burst, rate, a, b in windows.bursts:
+        if burst == name:
+            value += math.floor(rate * _overlap(a, b, origin, t))
+    limit = SATURATE.get(name)
+    return value if limit is None else min(value, limit)
 
 
-def continue_from(old: Traffic, new: Traffic, t: float) -> Traffic:
-    """``new``'s rates from t on, starting where ``old``'s counters are at t: counters stay
-    monotonic when a profile changes the rates of a live port."""
-    if old.same_rates(new):
-        return old
-    carried = tuple((name, counter(old, name, t)) for name in COUNTERS
-                    if name not in ("port_xmit_packets", "port_rcv_packets"))
-    return replace(new, origin=t, base=carried)
-
-
-def carry_counters(old: State, new: State, now: float) -> State:
-    """``new`` with every port that ``old`` also has continuing from its counters' values at
-    ``now`` (a time.monotonic() value), so a swap never moves a counter backwards."""
-    t = max(now - old.started_at, 0.0)
-    old_ports = {(h.name, p.number): p.traffic for h in old.hcas for p in h.ports}
-    hcas = tuple(
-        replace(h, ports=tuple(
-            replace(p, traffic=continue_from(old_ports[(h.name, p.number)], p.traffic, t))
-            if (h.name, p.number) in old_ports else p
-            for p in h.ports))
-        for h in new.hcas)
-    return replace(new, hcas=hcas)
+def carried(traffic: Traffic, t: float, names: tuple[str, ...] = COUNTERS) -> Traffic:
+    """``traffic``'s counters at t as the base of a traffic that starts there (its rates and
+    windows are the caller's to set): a swap or a fault never moves a counter backwards."""
+    extra = {b[0] for b in traffic.windows.bursts} | {n for n, _ in traffic.base}
+    values = tuple((name, counter(traffic, name, t, before=True))
+                   for name in (*names, *sorted(extra - set(names)))
+                   if name not in ("port_xmit_packets", "port_rcv_packets"))
+    return replace(traffic, origin=t, base=tuple((n, v) for n, v in values if v))

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mokkafs.profile.identity import format_guid
-from mokkafs.state import Hca, IbPort, State, Traffic
+from mokkafs.state import IB_HW_COUNTERS, Hca, IbPort, State, Traffic
 from mokkafs.surfaces import ib_traffic, rdma_cm
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
@@ -28,13 +28,6 @@ PHYS_STATES = {"Polling": (2, "Polling"), "Disabled": (3, "Disabled"),
 RATE_NAMES = {10: "SDR", 20: "DDR", 40: "QDR", 56: "FDR", 100: "EDR", 200: "HDR",
               400: "NDR", 800: "XDR"}
 CAP_MASK = 0xA651E848  # a ConnectX port's capability mask as ibstat shows it
-HW_COUNTERS = ("duplicate_request", "implied_nak_seq_err", "local_ack_timeout_err",
-               "out_of_buffer", "out_of_sequence", "packet_seq_err", "req_cqe_error",
-               "req_cqe_flush_error", "req_remote_access_errors", "req_remote_invalid_request",
-               "resp_cqe_error", "resp_cqe_flush_error", "resp_local_length_error",
-               "resp_remote_access_errors", "rnr_nak_retry_err", "rx_atomic_requests",
-               "rx_read_requests", "rx_write_requests")
-
 # Character device numbers (include/rdma: 231 is IB_UVERBS_MAJOR and IB_UMAD_MAJOR). The
 # kernel has 32 fixed uverbs minors from 192 and 64 fixed umad/issm minors; devices beyond
 # those take minors of a dynamic region, simulated here above 256 on the same major.
@@ -54,9 +47,10 @@ def issm_minor(port_index: int) -> int:
     return ISSM_BASE + port_index if port_index < UMAD_FIXED else 513 + 2 * port_index
 
 
-def rate_text(gbps: int) -> str:
-    name = RATE_NAMES.get(gbps)
-    return f"{gbps} Gb/sec (4X {name})" if name else f"{gbps} Gb/sec (4X)"
+def rate_text(gbps: int, width: int = 4) -> str:
+    """ib_core's ``rate``: the total, then the width and the per-lane speed's name."""
+    name = RATE_NAMES.get(gbps * 4 // width) if gbps * 4 % width == 0 else None
+    return f"{gbps} Gb/sec ({width}X {name})" if name else f"{gbps} Gb/sec ({width}X)"
 
 
 def gid0(port: IbPort) -> str:
@@ -89,7 +83,7 @@ def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:
     yield text(f"{p}/state", f"{PORT_STATES[port.state]}: {port.state}")
     number, name = PHYS_STATES[port.phys_state]
     yield text(f"{p}/phys_state", f"{number}: {name}")
-    yield text(f"{p}/rate", rate_text(port.rate_gbps))
+    yield text(f"{p}/rate", rate_text(port.rate_gbps, port.width))
     yield text(f"{p}/lid", f"0x{port.lid:x}")
     yield text(f"{p}/lid_mask_count", 0)
     yield text(f"{p}/sm_lid", f"0x{port.sm_lid:x}")
@@ -111,8 +105,11 @@ def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:
     for ext, name in ib_traffic.COUNTERS_EXT.items():
         yield _counter_file(f"{p}/counters_ext/{ext}", port, name, state)
     yield Dir(f"{p}/hw_counters")
-    for name in HW_COUNTERS:
-        yield text(f"{p}/hw_counters/{name}", 0)
+    moving = {burst[0] for burst in port.traffic.windows.bursts} | {
+        name for name, _ in port.traffic.base}
+    for name in IB_HW_COUNTERS:  # 0 unless a fault drives it
+        path = f"{p}/hw_counters/{name}"
+        yield _counter_file(path, port, name, state) if name in moving else text(path, 0)
     yield text(f"{p}/hw_counters/lifespan", 10, 0o644)
 
 

@@ -24,6 +24,7 @@ BUS_PCI = "sys/bus/pci"
 
 LINK_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",
                5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
+LOST_WIDTH = 63  # current/max_link_width of a function whose config reads all ones
 
 
 def cpulist(cpus: tuple[int, ...]) -> str:
@@ -87,10 +88,16 @@ def _function(fn: PciFunction, state: State) -> Iterator[Node]:
     yield text(f"{d}/modalias", modalias(fn))
     yield File(f"{d}/uevent", uevent(fn).encode(), 0o644)
     yield text(f"{d}/enable", 1, 0o644)
-    yield text(f"{d}/current_link_speed", LINK_SPEEDS[fn.link.current_gen])
-    yield text(f"{d}/current_link_width", fn.link.current_width)
+    if fn.lost:  # the link registers read all ones: speed 0xf, width 0x3f
+        yield text(f"{d}/current_link_speed", "Unknown")
+        yield text(f"{d}/current_link_width", LOST_WIDTH)
+        yield text(f"{d}/max_link_width", LOST_WIDTH)
+    else:
+        yield text(f"{d}/current_link_speed", LINK_SPEEDS[fn.link.current_gen])
+        yield text(f"{d}/current_link_width", fn.link.current_width)
+        yield text(f"{d}/max_link_width", fn.link.max_width)
+    # kernels since 6.13 keep the supported speeds they read at probe time
     yield text(f"{d}/max_link_speed", LINK_SPEEDS[fn.link.max_gen])
-    yield text(f"{d}/max_link_width", fn.link.max_width)
     yield text(f"{d}/driver_override", "(null)", 0o644)
     yield text(f"{d}/msi_bus", 1, 0o644)
     yield text(f"{d}/dma_mask_bits", 64)

@@ -7,8 +7,8 @@ Express capability (v2) at 0x40 of the function's port type (endpoint, root port
 upstream or downstream port) whose link capability/status carry its generation and width, so
 ``lspci -vvv`` decodes ``LnkCap``/``LnkSta`` and hwloc computes link bandwidth from it; and on
 bridges the subsystem ids' capability at 0x80. Root and downstream ports have a slot and report
-data-link-layer-active: present and up when a function sits in the slot. No extended
-capabilities.
+data-link-layer-active: present when a function sits in the slot, up when its link is. No
+extended capabilities. A function that fell off the bus reads all ones.
 """
 
 from __future__ import annotations
@@ -69,6 +69,8 @@ def resource_text(fn: PciFunction) -> bytes:
 def config_space(fn: PciFunction) -> bytes:
     """4096 bytes: a type-0 header (endpoints) or type-1 header (bridges), and one PCI Express
     capability whose link fields match the sysfs link attributes."""
+    if fn.lost:  # fallen off the bus: every config read completes with all ones
+        return b"\xff" * CONFIG_SIZE
     buf = bytearray(CONFIG_SIZE)
     bridge = fn.bridge
     command = 0x0406 if bridge is None else 0x0407  # memory, bus master (+ I/O for bridges)
@@ -121,7 +123,8 @@ def _pcie_capability(buf: bytearray, fn: PciFunction, bridge: Bridge | None) -> 
     cap = PCIE_CAP
     port_type = PORT_TYPES[bridge.port] if bridge else 0
     facing = bridge is not None and bridge.port in ("root", "downstream")  # a slot below
-    up = facing and bridge is not None and bridge.occupied
+    present = facing and bridge is not None and bridge.occupied
+    up = present and link.current_width > 0
     buf[cap] = 0x10  # PCI Express capability id
     buf[cap + 1] = 0x00  # last capability
     struct.pack_into("<H", buf, cap + 0x02,
@@ -136,6 +139,6 @@ def _pcie_capability(buf: bytearray, fn: PciFunction, bridge: Bridge | None) -> 
                      | (DLL_LINK_ACTIVE if up else 0))  # slot clock, link up
     if facing and bridge is not None:
         struct.pack_into("<I", buf, cap + 0x14, (bridge.port_number + 1) << 19)  # SltCap: PSN
-        struct.pack_into("<H", buf, cap + 0x1A, PRESENCE_DETECT if up else 0)
+        struct.pack_into("<H", buf, cap + 0x1A, PRESENCE_DETECT if present else 0)
     struct.pack_into("<I", buf, cap + 0x2C, ((1 << link.max_gen) - 1) << 1)  # LnkCap2 speeds
     struct.pack_into("<H", buf, cap + 0x30, link.max_gen)  # LnkCtl2: target speed

@@ -157,7 +157,8 @@ def test_go_procfs_reads_the_infiniband_class(ib_mount: Clocked, ibdump: Path,
                                               traffic_profile: Path) -> None:
     state = state_of(traffic_profile, node_name="node-a")
     result = subprocess.run([str(ibdump), str(ib_mount.sys)], capture_output=True, text=True,
-                            timeout=60, check=True)
+                            timeout=60)
+    assert result.returncode == 0, (result.stderr, ib_mount.mount.log_text()[-3000:])
     data = json.loads(result.stdout)
     assert sorted(data) == sorted(h.name for h in state.hcas)
     dev = data["mlx5_0"]
@@ -177,7 +178,9 @@ def test_lstopo_attaches_every_hca_under_its_pci_device(ib_mount: Clocked,
                          check=True).stdout
     lines = out.splitlines()
     for hca in state.hcas:
-        idx = next(i for i, line in enumerate(lines) if f'"{hca.name}"' in line)
+        found = [i for i, line in enumerate(lines) if f'"{hca.name}"' in line]
+        assert found, (hca.name, out[-3000:], ib_mount.mount.log_text()[-3000:])
+        idx = found[0]
         parent = lines[idx - 1]
         assert f"busid={hca.bdf}" in parent and "id=15b3:1021" in parent, (parent, lines[idx])
         assert len(lines[idx]) - len(lines[idx].lstrip()) > len(parent) - len(parent.lstrip())

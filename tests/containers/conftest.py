@@ -57,6 +57,7 @@ class Node:
     spec: Path
     url: str
     profile: Path
+    control: Path
 
     def device(self, name: str = "all") -> str:
         return f"{self.kind}={name}"
@@ -76,9 +77,11 @@ def start_node(tmp_path: Path, profile: Path) -> Iterator[Node]:
     kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
     spec = CDI_DIR / (kind.replace("/", "_") + ".json")
     port = free_port()
-    with shared_parent(tmp_path) as share, \
-            mokkafs_mount(share / "node", node_args(profile, kind, port)) as mount:
-        yield Node(mount, kind, spec, f"http://127.0.0.1:{port}", profile)
+    control = tmp_path / "ctl" / "sock"
+    control.parent.mkdir(mode=0o700)
+    args = [*node_args(profile, kind, port), "--control", str(control)]
+    with shared_parent(tmp_path) as share, mokkafs_mount(share / "node", args) as mount:
+        yield Node(mount, kind, spec, f"http://127.0.0.1:{port}", profile, control)
     assert not spec.exists(), "the CDI spec outlived the mount"
 
 

@@ -171,6 +171,42 @@ def test_a_new_driver_and_machine_show_in_every_file_of_a_running_container(
         podman("rm", "-f", "-t", "0", name, check=False)
 
 
+def test_faults_applied_at_run_time_reach_a_running_container(h100_node: Node,
+                                                              tmp_path: Path) -> None:
+    name = f"mokkafs-faults-{os.getpid()}"
+    faults = tmp_path / "faults.yaml"
+    faults.write_text("faults:\n"
+                      "  - {name: down, kind: ib-port-down, target: mlx5_0/1, cable: true}\n"
+                      "  - {name: lost, kind: gpu-lost, target: gpu0}\n"
+                      "  - {name: gone, kind: hca-removed, target: mlx5_3}\n")
+
+    def fault(*args: str) -> None:
+        subprocess.run([sys.executable, "-m", "mokkafs", "fault", "--control",
+                        str(h100_node.control), *args], check=True, cwd=REPO, timeout=60)
+
+    def inside(*cmd: str) -> str:
+        return podman("exec", name, *cmd).stdout
+
+    try:
+        podman("run", "-d", "--name", name, *RUN, "--device", h100_node.device(), *HOST_TOOLS,
+               IMAGE, "sleep", "600")
+        assert "State: Active" in inside("ibstat", "mlx5_0")
+        fault("apply", str(faults))
+        ibstat = inside("ibstat", "mlx5_0")
+        assert "State: Down" in ibstat and "Physical state: Polling" in ibstat
+        assert "mlx5_3" not in inside("ibstat", "-l").split()
+        assert "!!! Unknown header type 7f" in inside("lspci", "-vvv", "-s", "1b:00.0")
+        info = inside("cat", "/proc/driver/nvidia/gpus/0000:1b:00.0/information")
+        assert "Video BIOS: \t ??.??.??.??.??" in info
+        assert "0000:40:00.0" not in inside("ls", "/sys/bus/pci/devices").split()
+        fault("clear")
+        assert "State: Active" in inside("ibstat", "mlx5_0")
+        assert "mlx5_3" in inside("ibstat", "-l").split()
+        assert "Unknown header type" not in inside("lspci", "-vvv", "-s", "1b:00.0")
+    finally:
+        podman("rm", "-f", "-t", "0", name, check=False)
+
+
 def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     spec = json.loads(h100_node.spec.read_text())  # it exists once the mount is ready
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == h100_node.kind

@@ -1,11 +1,13 @@
 """``python -m tests.helpers.serve_clocked CLOCK-FILE MOUNT-ARGS...``: ``mokkafs mount`` with the
 same arguments, on a clock the test drives: every reading of the daemon's clock is the number
-in CLOCK-FILE (seconds), so counters are exact functions of the time the test sets, and no
-test waits for real time to pass."""
+in CLOCK-FILE (seconds), so counters and fault transitions are exact functions of the time the
+test sets, and no test waits for real time to pass. (The daemon waits for a fault transition by
+looking at the file every few milliseconds: only here, where time is the test's.)"""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import trio
@@ -21,8 +23,12 @@ def main() -> None:
     def clock() -> float:
         return float(clock_file.read_text())
 
+    async def sleep_until(when: float) -> None:
+        while clock() < when:  # noqa: ASYNC110 (the file changes under us; no event to wait on)
+            await trio.sleep(0.005)
+
     config, wiring = wire(parse_mount(sys.argv[2:]), clock=clock)
-    trio.run(serve, config, wiring)
+    trio.run(serve, config, replace(wiring, sleep_until=sleep_until))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ A module may import its own package and anything of a lower rank, never a higher
 
     0  errors, state                    the vocabulary
     1  tree, profile                    pure data: the node model, the profile compiler
-    2  surfaces, host                   views of a State; the host's side (Linux calls, sysfs)
+    2  surfaces, faults, host           views of a State, and the State under its faults at a
+                                        time; the host's side (Linux calls, sysfs)
     3  source, fuse, obs                where States come from; the FUSE edge; health/metrics
     4  delivery                         consumers of the tree: CDI, re-attaching, preload, render
     5  serve                            the process: daemon skeleton, applying updates
@@ -23,11 +24,11 @@ from pathlib import Path
 from tests.helpers.mounts import REPO
 
 PACKAGE = REPO / "mokkafs"
-RANKS = {"errors": 0, "state": 0, "tree": 1, "profile": 1, "surfaces": 2, "host": 2,
+RANKS = {"errors": 0, "state": 0, "tree": 1, "profile": 1, "surfaces": 2, "faults": 2, "host": 2,
          "source": 3, "fuse": 3, "obs": 3, "delivery": 4, "serve": 5, "cli": 6, "__main__": 6,
          "__init__": 0, "testing": 6}
-PURE = ("state", "tree", "surfaces", "profile/schema", "profile/load", "profile/compile",
-        "profile/identity")
+PURE = ("state", "tree", "surfaces", "faults", "profile/schema", "profile/load",
+        "profile/compile", "profile/faults", "profile/identity")
 IMPURE = {"trio", "pyfuse3", "os", "socket", "subprocess", "threading", "ctypes", "time",
           "shutil", "tempfile", "signal"}
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from mokkafs.faults.effects import carry
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.state import Generation, Traffic
 from mokkafs.surfaces import build_tree, ib_traffic
-from mokkafs.surfaces.ib_traffic import carry_counters
 from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, Symlink, text
@@ -85,7 +85,7 @@ def test_unchanged_profile_changes_nothing() -> None:
 def test_counters_stay_monotonic_when_rates_change() -> None:
     fast = Traffic(1e9, 1e9, 1000.0, 0.1, 0.0, ())
     slow = Traffic(1e6, 1e6, 1000.0, 0.1, 0.0, ())
-    carried = ib_traffic.continue_from(fast, slow, 100.0)
+    carried = replace(slow, origin=100.0, base=ib_traffic.carried(fast, 100.0).base)
     for name in ib_traffic.COUNTERS:
         assert ib_traffic.counter(carried, name, 100.0) >= ib_traffic.counter(fast, name, 99.9)
         assert ib_traffic.counter(carried, name, 150.0) >= ib_traffic.counter(carried, name, 100)
@@ -104,7 +104,7 @@ def test_carry_counters_across_states(tmp_path: Path) -> None:
         "  traffic: {xmit_bytes_per_sec: 5.0e7}\n")
     path = tmp_path / "faster.yaml"
     path.write_text(text)
-    carried = carry_counters(old, replace(state_of(path), generation=Generation(2)), 10.0)
+    carried = carry(old, replace(state_of(path), generation=Generation(2)), 10.0)
     for hca in carried.hcas:
         traffic = hca.ports[0].traffic
         # 12.5e6 B/s for 10 s = 31,250,000 words, then 50e6 B/s for 5 s = 62,500,000.

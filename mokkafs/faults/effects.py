@@ -1,0 +1,142 @@
+"""What the node looks like under its faults at a given time: ``at(state, now)`` is the State
+the surfaces render, every file of every surface agreeing. What each kind does, and what the
+kernel does that it follows, is in docs/faults.md.
+
+- ``ib-port-down`` / ``ib-port-flap``: the port is ``1: DOWN``, ``3: Disabled`` (``2:
+  Polling`` with the cable out), ``10 Gb/sec (4X SDR)`` (a down mlx5 port's rate) while down;
+  its counters stop for the time it is down and ``link_downed`` counts each onset.
+- ``ib-errors``: the named counters grow at their rates while it acts.
+- ``ib-degraded``: the port's rate and width drop.
+- ``pcie-degraded``: the function's link, and its port's, train below their maximum.
+- ``gpu-lost``: config reads of the GPU complete with all ones (Xid 79, fallen off the bus),
+  its port's link is down, the driver no longer reads its VBIOS.
+- ``gpu-removed`` / ``hca-removed``: the function is gone, as after ``echo 1 > remove``, with
+  its HCA; cleared, it comes back as a rescan finds it, identities unchanged.
+
+Counter effects are in each port's ``Traffic.windows`` for all of the fault's windows (past and
+future), so counters are right at any instant between two installed views; ``carry`` keeps
+them monotonic when the faults or the profile change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mokkafs.faults.schedule import in_effect, windows
+from mokkafs.state import FaultSpec, IbPort, PcieLink, PciFunction, State, Traffic, Windows
+from mokkafs.surfaces.ib_traffic import carried
+
+PortKey = tuple[str, int]
+LOST_VBIOS = "??.??.??.??.??"  # what the driver prints when it cannot read it
+DOWN_RATE, DOWN_WIDTH = 10, 4  # mlx5 reports a down port as 4X SDR
+
+
+def port_windows(state: State, key: PortKey) -> Windows:
+    """What the faults do to one port's counters, in seconds since the node started."""
+    pauses: list[tuple[float, float]] = []
+    bursts: list[tuple[str, float, float, float]] = []
+    t0 = state.started_at
+    for spec in state.faults:
+        if key not in spec.ports:
+            continue
+        spans = [(a - t0, b - t0) for a, b in windows(spec)]
+        if spec.kind in ("ib-port-down", "ib-port-flap"):
+            pauses += spans
+        elif spec.kind == "ib-errors":
+            bursts += [(name, rate, a, b) for a, b in spans for name, rate in spec.rates]
+    return Windows(tuple(sorted(pauses)), tuple(sorted(bursts)))
+
+
+def _port(port: IbPort, key: PortKey, state: State, active: list[FaultSpec]) -> IbPort:
+    port = replace(port, traffic=replace(port.traffic, windows=port_windows(state, key)))
+    for spec in active:
+        if key not in spec.ports:
+            continue
+        if spec.kind in ("ib-port-down", "ib-port-flap"):
+            port = replace(port, state="DOWN", phys_state="Polling" if spec.cable else "Disabled",
+                           rate_gbps=DOWN_RATE, width=DOWN_WIDTH)
+        elif spec.kind == "ib-degraded" and port.state != "DOWN":
+            width = spec.width or port.width
+            rate = spec.rate_gbps or port.rate_gbps * width // port.width
+            port = replace(port, rate_gbps=rate, width=width)
+    return port
+
+
+def _functions(state: State, active: list[FaultSpec], gone: set[str]) -> tuple[PciFunction, ...]:
+    by_bdf = {fn.bdf: fn for fn in state.functions}
+    for spec in active:
+        if spec.bdf is None or spec.bdf not in by_bdf:
+            continue
+        fn = by_bdf[spec.bdf]
+        parent = by_bdf.get(fn.parent) if fn.parent else None
+        if spec.kind == "pcie-degraded":
+            link = replace(fn.link, current_gen=spec.gen or fn.link.current_gen,
+                           current_width=spec.width or fn.link.current_width)
+            by_bdf[fn.bdf] = replace(fn, link=link)
+            if parent is not None:  # both ends of a link train alike
+                by_bdf[parent.bdf] = replace(parent, link=replace(
+                    parent.link, current_gen=link.current_gen,
+                    current_width=link.current_width))
+        elif spec.kind == "gpu-lost":
+            gpu = replace(fn.gpu, vbios=LOST_VBIOS) if fn.gpu else None
+            by_bdf[fn.bdf] = replace(fn, lost=True, gpu=gpu)
+            if parent is not None:  # the port sees the link drop
+                by_bdf[parent.bdf] = replace(parent, link=_down(parent.link))
+    return tuple(fn for bdf, fn in by_bdf.items() if bdf not in gone)
+
+
+def _down(link: PcieLink) -> PcieLink:
+    return replace(link, current_width=0)
+
+
+def at(state: State, now: float) -> State:
+    """``state`` as its faults make it at ``now`` (the daemon's clock)."""
+    if not state.faults:
+        return state
+    active = [spec for spec in state.faults if in_effect(spec, now)]
+    gone = {spec.bdf for spec in active
+            if spec.kind in ("gpu-removed", "hca-removed") and spec.bdf}
+    hcas = tuple(
+        replace(hca, ports=tuple(_port(p, (hca.name, p.number), state, active)
+                                 for p in hca.ports))
+        for hca in state.hcas if hca.bdf not in gone)
+    return replace(state, hcas=hcas, functions=_functions(state, active, gone))
+
+
+def applied(state: State, now: float) -> State:
+    """``state`` with every fault not yet applied applied at ``now``."""
+    return replace(state, faults=tuple(f if f.origin is not None else replace(f, origin=now)
+                                       for f in state.faults))
+
+
+def _ports(state: State) -> dict[PortKey, Traffic]:
+    return {(h.name, p.number): p.traffic for h in state.hcas for p in h.ports}
+
+
+def carry(old: State, new: State, now: float) -> State:
+    """``new`` (a compiled State: faults not yet applied, counters from 0) taking over from
+    ``old`` at ``now``: a fault unchanged since ``old`` keeps when it was first applied (a new
+    or changed one starts now), and every port ``old`` also has keeps counting from where it
+    is, re-based only where its rates or its faults' windows change."""
+    before = {f.name: f for f in old.faults}
+    faults = tuple(replace(f, origin=before[f.name].origin
+                           if f.name in before and before[f.name].definition() == f.definition()
+                           and before[f.name].origin is not None else now)
+                   for f in new.faults)
+    new = replace(new, faults=faults)
+    t = max(now - old.started_at, 0.0)
+    old_ports = _ports(old)
+
+    def continued(key: PortKey, traffic: Traffic) -> Traffic:
+        if key not in old_ports:
+            return traffic
+        kept = old_ports[key]
+        was = port_windows(old, key)
+        if kept.same_rates(traffic) and was == port_windows(new, key):
+            return kept
+        return replace(traffic, origin=t, base=carried(replace(kept, windows=was), t).base)
+
+    return replace(new, hcas=tuple(
+        replace(h, ports=tuple(replace(p, traffic=continued((h.name, p.number), p.traffic))
+                               for p in h.ports))
+        for h in new.hcas))

@@ -1,0 +1,203 @@
+"""The control socket: ``mokkafs mount --control PATH`` serves it, ``mokkafs fault --control
+PATH apply|clear|list`` talks to it.
+
+A Unix stream socket, mode 0600, in a directory no one but its owner may write (a socket in a
+shared directory could be replaced under the daemon); callers other than root and the daemon's
+own user are refused by their credentials too. One request per connection, one JSON line each
+way: ``{"op": "apply", "file": NAME, "text": YAML}``, ``{"op": "clear", "names": [...]}``,
+``{"op": "list"}``; the answer is ``{"ok": true, "faults": [...]}`` or ``{"ok": false,
+"error": MESSAGE, "exit": STATUS}``. Like the metrics endpoint it cannot starve the daemon:
+a few connections at once, each bounded in size and time.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import socket
+import stat
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from mokkafs.errors import EXIT_USAGE, ControlError, MokkafsError, ProfileError, UsageError
+from mokkafs.obs.status import Status
+from mokkafs.profile.load import parse_as
+from mokkafs.profile.schema import FaultFile
+from mokkafs.serve.faults import FaultBook
+from mokkafs.serve.swap import Swapper
+from mokkafs.state import State
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 4
+REQUEST_TIMEOUT = 10.0
+MAX_REQUEST = (1 << 20) + 4096  # a fault file is bounded like a profile
+
+
+def check_place(path: Path) -> None:
+    """Refuse a socket path whose directory others may write, or that holds something else."""
+    parent = path.parent
+    try:
+        st = os.stat(parent)
+    except OSError as exc:
+        raise ControlError(f"--control {path}: its directory cannot be used: "
+                           f"{exc.strerror}") from None
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ControlError(f"--control {path}: {parent} may be written by others; put the "
+                           "socket in a directory only root can write (e.g. /run/mokkafs)")
+    try:
+        existing = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(existing.st_mode):
+        raise ControlError(f"--control {path}: something other than a socket is there")
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:  # nobody listens: a killed daemon's socket
+            os.unlink(path)
+            return
+    raise ControlError(f"--control {path}: another daemon answers on it")
+
+
+class Refused(MokkafsError):
+    """What the daemon answered a request it did not carry out, with the status to exit."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+async def _listen(path: Path) -> trio.socket.SocketType:
+    """The listening socket, 0600 before anyone may connect."""
+    check_place(path)
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        await sock.bind(str(path))
+        os.chmod(path, 0o600)
+        sock.listen(MAX_CONNECTIONS)
+    except OSError as exc:
+        sock.close()
+        raise ControlError(f"--control {path}: {exc.strerror}") from None
+    return sock
+
+
+def _peer_uid(sock: trio.socket.SocketType) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
+
+
+def listing(status: Status) -> list[dict[str, str]]:
+    return list(status.faults)
+
+
+async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
+    op = request.get("op")
+    if op == "list":
+        return {"ok": True, "faults": listing(swapper.status)}
+    if op == "apply":
+        filename = str(request.get("file", "the fault file"))
+        document, _ = parse_as(FaultFile, str(request.get("text", "")), filename)
+
+        def add(book: FaultBook, profile: State) -> None:
+            book.apply(document.faults, profile, filename)
+
+        await swapper.refault(add)
+    elif op == "clear":
+        names = [str(n) for n in request.get("names", [])]
+
+        def clear(book: FaultBook, profile: State) -> None:
+            book.clear(names, profile)
+
+        await swapper.refault(clear)
+    else:
+        return {"ok": False, "error": f"unknown request {op!r}", "exit": EXIT_USAGE}
+    return {"ok": True, "faults": listing(swapper.status)}
+
+
+async def _serve_one(conn: trio.socket.SocketType, swapper: Swapper) -> None:
+    with conn:
+        if _peer_uid(conn) not in (0, os.geteuid()):
+            return
+        data = b""
+        with trio.move_on_after(REQUEST_TIMEOUT):
+            while not data.endswith(b"\n") and len(data) <= MAX_REQUEST:
+                chunk = await conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        if not data.endswith(b"\n"):
+            return
+        try:
+            answer = await handle(json.loads(data), swapper)
+        except (ProfileError, UsageError) as exc:
+            answer = {"ok": False, "error": str(exc), "exit": exc.exit_code}
+        except (ValueError, TypeError, AttributeError) as exc:
+            answer = {"ok": False, "error": f"malformed request: {exc}", "exit": EXIT_USAGE}
+        out = json.dumps(answer).encode() + b"\n"
+        with trio.move_on_after(REQUEST_TIMEOUT):
+            while out:
+                out = out[await conn.send(out):]
+
+
+async def serve_control(path: Path, swapper: Swapper,
+                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    listener = await _listen(path)
+    with listener, _removed_after(path):
+        log.info("control socket at %s", path)
+        task_status.started()
+        slots = trio.Semaphore(MAX_CONNECTIONS)
+        async with trio.open_nursery() as nursery:
+            while True:
+                conn, _ = await listener.accept()
+                if slots.value == 0:
+                    conn.close()
+                    continue
+
+                async def one(c: trio.socket.SocketType = conn) -> None:
+                    async with slots:
+                        await _serve_one(c, swapper)
+
+                nursery.start_soon(one)
+
+
+@contextmanager
+def _removed_after(path: Path) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        with suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+def request(path: Path, message: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    """One request to a daemon's control socket (the client side, blocking)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+            sock.sendall(json.dumps(message).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError as exc:
+            reason = "no daemon serves it" if exc.errno in (errno.ENOENT, errno.ECONNREFUSED) \
+                else exc.strerror or str(exc)
+            raise ControlError(f"--control {path}: {reason}") from None
+    try:
+        answer: dict[str, Any] = json.loads(data)
+    except ValueError:
+        raise ControlError(f"--control {path}: the daemon gave no answer") from None
+    if not answer.get("ok"):
+        raise Refused(str(answer.get("error")), int(answer.get("exit", EXIT_USAGE)))
+    return answer
