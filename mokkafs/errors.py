@@ -68,8 +68,11 @@ class ProfileError(MokkafsError):
         self.problems = list(problems)
         super().__init__(self.render())
 
+    def headline(self) -> str:
+        return f"invalid profile {self.filename}"
+
     def render(self) -> str:
-        head = f"invalid profile {self.filename}: {len(self.problems)} problem(s)"
+        head = f"{self.headline()}: {len(self.problems)} problem(s)"
         return "\n".join([head, *("  " + p.render(self.filename) for p in self.problems)])
 
 
@@ -83,9 +86,8 @@ class FaultError(ProfileError):
     """Faults given at run time that cannot apply to the node (a bad fault file, a target the
     node lacks), or a fault to clear that does not exist: nothing changes then."""
 
-    def render(self) -> str:
-        head = f"faults from {self.filename} not applied: {len(self.problems)} problem(s)"
-        return "\n".join([head, *("  " + p.render(self.filename) for p in self.problems)])
+    def headline(self) -> str:
+        return f"faults from {self.filename} not applied"
 
 
 class CdiError(MokkafsError):

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 class Kernel(Protocol):
     def invalidate_inode(self, inode: int, attr_only: bool) -> None: ...
     def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None: ...
+    def store(self, inode: int, data: bytes) -> None: ...
 
 
 class Pyfuse3Kernel:
@@ -33,6 +34,9 @@ class Pyfuse3Kernel:
 
     def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None:
         pyfuse3.invalidate_entry(parent, name, deleted)
+
+    def store(self, inode: int, data: bytes) -> None:
+        pyfuse3.notify_store(inode, 0, data)
 
 
 @dataclass
@@ -62,6 +66,25 @@ class Invalidator:
             self._send(counts, self.kernel.invalidate_inode, inode, True)
         for parent, name in plan.added:
             self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), 0)
+        return counts
+
+    def store(self, contents: list[tuple[int, bytes]], stale: list[int]) -> Counts:
+        """Put fresh content into the kernel's page cache (where a store fails, the inode is
+        dropped instead, so the kernel asks), and drop ``stale`` inodes. Worker thread only."""
+        if threading.get_ident() == self.loop_thread:
+            raise RuntimeError("kernel cache stores must not run on the FUSE loop's thread")
+        counts = Counts()
+        for inode, data in contents:
+            try:
+                self.kernel.store(inode, data)
+                counts.sent += 1
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    counts.unknown += 1  # the kernel holds nothing of it
+                else:
+                    stale.append(inode)
+        for inode in stale:
+            self._send(counts, self.kernel.invalidate_inode, inode, False)
         return counts
 
     @staticmethod

@@ -22,14 +22,17 @@ import abc
 import enum
 import errno
 import logging
+import math
 import os
 from operator import itemgetter
 
 import pyfuse3
+import trio
 
 from mokkafs.errors import UsageError
 from mokkafs.fuse import attrs
 from mokkafs.fuse.handles import FileHandle, Handles
+from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.passthrough import HOST_TIMEOUT, HostNode
 from mokkafs.fuse.snapshots import Snapshots
 from mokkafs.fuse.view import Item, View
@@ -76,8 +79,9 @@ def choose(requested: str, patched: bool | None = None) -> CacheMode:
     return mode
 
 
-def serving(mode: CacheMode, view: View) -> Serving:
-    return NoOpen(view) if mode is CacheMode.NO_OPEN else KeepCache(view)
+def serving(mode: CacheMode, view: View, kernel: Invalidator | None = None) -> Serving:
+    """The mode's handlers; ``kernel``, where no-open mode may put fresh content."""
+    return NoOpen(view, kernel=kernel) if mode is CacheMode.NO_OPEN else KeepCache(view)
 
 
 class Serving(abc.ABC):
@@ -147,12 +151,71 @@ class Serving(abc.ABC):
 
 
 class NoOpen(Serving):
+    """Directories of dynamic files (a port's ``counters/``) are refreshed a whole round at a
+    time: their entry times out at the files' next step, so any path walk to one of the files
+    after it asks the daemon once (a LOOKUP of the directory), and the daemon puts every file's
+    content of that step that the kernel holds into its page cache before it answers. The
+    files themselves then keep their attributes and pages for the full timeout: a scrape of a
+    port's 30 counters costs one request, not a GETATTR and a READ each. A reader that keeps a
+    file open and reads it again without walking its path sees it refresh when its attributes
+    expire."""
+
     mode = CacheMode.NO_OPEN
     caches_symlinks = True  # read by patched pyfuse3 at FUSE_INIT
 
-    def __init__(self, view: View, snapshots: Snapshots | None = None) -> None:
+    def __init__(self, view: View, snapshots: Snapshots | None = None,
+                 kernel: Invalidator | None = None) -> None:
         super().__init__(view)
         self.snapshots = snapshots or Snapshots()  # what the kernel was told, per inode
+        self.kernel = kernel  # where fresh content is put (None: files refresh one by one)
+        self._rounds: dict[int, tuple[int, trio.Event]] = {}  # directory -> (step, done)
+
+    def _dynamic_files(self, tree: Tree, entry: Entry) -> list[Entry]:
+        """A directory's dynamic files, when their round can be pushed (else [])."""
+        if self.kernel is None or entry.inode not in tree.dynamic_parents:
+            return []
+        files = [tree.entries[ino] for _, ino in entry.children]
+        files = [f for f in files if isinstance(f.node, File) and f.node.dynamic
+                 and not f.node.error]
+        return files if all(f.node.quantum > 0 for f in files  # type: ignore[union-attr]
+                            ) else []
+
+    def _pushed(self, tree: Tree, entry: Entry) -> bool:
+        """Whether a dynamic file is kept fresh by its directory's rounds."""
+        parent = tree.entries.get(entry.parent)
+        return parent is not None and bool(self._dynamic_files(tree, parent))
+
+    async def _round(self, files: list[Entry], now: float) -> None:
+        """Every file of the directory the kernel holds, as of ``now``'s step, in the
+        kernel's page cache; once per directory per step."""
+        quantum = files[0].node.quantum  # type: ignore[union-attr]
+        step, parent = math.floor(now / quantum), files[0].parent
+        done = self._rounds.get(parent)
+        if done is not None and done[0] == step:
+            await done[1].wait()
+            return
+        event = trio.Event()
+        self._rounds[parent] = (step, event)
+        try:
+            contents: list[tuple[int, bytes]] = []
+            stale: list[int] = []
+            for f in files:
+                before = self.snapshots.get(f.inode)
+                if before is None:  # the kernel holds nothing of it
+                    continue
+                data = f.node.read(now)  # type: ignore[union-attr]
+                if data == before.content:
+                    continue
+                if len(data) >= len(before.content):  # a store can grow a file, not shrink it
+                    self.snapshots.refresh(f.inode, data)
+                    contents.append((f.inode, data))
+                else:
+                    self.snapshots.take(f.inode, data)
+                    stale.append(f.inode)
+            if (contents or stale) and self.kernel is not None:
+                await trio.to_thread.run_sync(self.kernel.store, contents, stale)
+        finally:
+            event.set()
 
     def entry_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
         """As a listing gives them: nothing is computed. A dynamic file's attributes expire at
@@ -162,6 +225,10 @@ class NoOpen(Serving):
         if isinstance(node, File) and node.dynamic and not node.error:
             return attrs.of_entry(entry, timeout, snapshot=self.snapshots.get(entry.inode),
                                   attr_timeout=0.0)
+        files = self._dynamic_files(tree, entry)
+        if files:  # its entry lasts until its files' next step
+            fresh = files[0].node.fresh_for(self.view.clock())  # type: ignore[union-attr]
+            return attrs.of_entry(entry, min(fresh, timeout), attr_timeout=timeout)
         if isinstance(node, Dir) and node.merge is not None:
             # Its listing includes the host's, which changes without the tree: the mtime the
             # kernel checks its cached listing against follows a snapshot of the names.
@@ -174,9 +241,15 @@ class NoOpen(Serving):
         if isinstance(node, File) and node.dynamic and not node.error:
             now = self.view.clock()
             snap = self.snapshots.take(entry.inode, node.read(now))
-            # Cached until the content's next step, so no reader sees it older than that.
+            # Cached until the content's next step, so no reader sees it older than that
+            # (unless its directory's rounds keep the kernel's copy fresh).
+            fresh = self.view.timeout if self._pushed(tree, entry) else node.fresh_for(now)
             return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
-                                  attr_timeout=min(node.fresh_for(now), self.view.timeout))
+                                  attr_timeout=min(fresh, self.view.timeout))
+        files = self._dynamic_files(tree, entry)
+        if files:
+            await self._round(files, self.view.clock())
+            return self.entry_attributes(tree, entry)
         if host is not None and isinstance(node, Dir) and node.merge is not None:
             names = await self.view.on_host(host.listdir_merged, node.merge, OWN)
             mine = [name for name, _ in entry.children]

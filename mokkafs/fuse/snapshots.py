@@ -58,6 +58,20 @@ class Snapshots:
             self.size -= len(old.content)
         return snap
 
+    def refresh(self, inode: int, content: bytes) -> Snapshot:
+        """Record ``content`` under the snapshot's mtime: for content put into the kernel's
+        page cache by the daemon itself, which the kernel must keep (a new mtime would make
+        it drop the pages it was just given)."""
+        with self._lock:
+            before = self._last.get(inode)
+            if before is None:
+                return self._take(inode, content)
+            snap = Snapshot(content, before.mtime_ns)
+            self._drop(inode)
+            self._last[inode] = snap
+            self.size += len(content)
+            return snap
+
     def get(self, inode: int) -> Snapshot | None:
         return self._last.get(inode)
 

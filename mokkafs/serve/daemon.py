@@ -164,7 +164,9 @@ async def serve(config: Config, wiring: Wiring) -> None:
             stack.callback(netns.close)
         holder = TreeHolder(tree)
         view = View(holder, None if netns is None else HostView(netns), clock=wiring.clock)
-        ops = Operations(view, serving(config.cache_mode, view), metrics.observe_request)
+        invalidator = Invalidator()
+        ops = Operations(view, serving(config.cache_mode, view, invalidator),
+                         metrics.observe_request)
         # From the moment a mount exists, a stop signal must lead to an unmount, never to a
         # death that leaves a dead mount behind: the receiver handles them while serving, and
         # its exit restores SIG_IGN (not the default action), so a second SIGTERM from a
@@ -177,7 +179,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
         if publisher is not None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
         running = _Running(config, wiring, status, publisher, Swapper(
-            holder, state, counts, build=build, invalidator=Invalidator(), status=status,
+            holder, state, counts, build=build, invalidator=invalidator, status=status,
             metrics=metrics, clock=wiring.clock,
             publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None))
         inner = await stack.enter_async_context(trio.open_nursery())

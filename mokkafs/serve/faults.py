@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from mokkafs.errors import FaultError, UsageError
+from mokkafs.errors import FaultError, UsageError, internal_error
 from mokkafs.faults.schedule import next_change
 from mokkafs.profile.faults import compile_faults
 from mokkafs.profile.load import Problems
@@ -104,17 +104,25 @@ class FaultScheduler:
     async def run(self) -> None:
         while True:
             changed = self.swapper.changed
-            # from the time the view shows, not the clock's: a transition the clock has
-            # already passed (a slow build, a clock that jumps) is installed late, not skipped
-            when = next_change(self.swapper.state.faults, self.swapper.shown_at)
-            if when is None:
+            try:
+                await self._next(changed)
+            except Exception as exc:  # never the end of the daemon: wait for a new view
+                log.exception("fault scheduling failed")
+                self.swapper.status.failed(f"fault transitions stopped until the next change: "
+                                           f"{internal_error('scheduling faults', exc)}")
                 await changed.wait()
-                continue
-            if not await self._until(when - LEAD, changed):
-                continue
-            prepared = await self.swapper.prepare(when)
-            if not await self._until(when, changed):
-                continue
+
+    async def _next(self, changed: trio.Event) -> None:
+        # From the time the view shows, not the clock's: a transition the clock has already
+        # passed (a slow build, a clock that jumps) is installed late, never skipped.
+        when = next_change(self.swapper.state.faults, self.swapper.shown_at)
+        if when is None:
+            await changed.wait()
+            return
+        if not await self._until(when - LEAD, changed):
+            return
+        prepared = await self.swapper.prepare(when)
+        if await self._until(when, changed):
             await self.swapper.transition(prepared, when)
 
     async def _until(self, when: float, changed: trio.Event) -> bool:

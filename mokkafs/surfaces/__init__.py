@@ -51,4 +51,6 @@ def build_tree(state: State, previous: Tree | None = None,
         before = len(nodes)
         nodes.extend(surface(state))
         counts[name] = len(nodes) - before
-    return build(nodes, state.generation, int(state.loaded_at * 1e9), previous), counts
+    tree = build(nodes, state.generation, int(state.loaded_at * 1e9), previous)
+    _ = tree.dynamic_parents  # computed here, off the FUSE loop (builds run in worker threads)
+    return tree, counts

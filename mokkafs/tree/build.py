@@ -11,13 +11,14 @@ when content changes.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NewType
 
-from mokkafs.tree.nodes import CharDevice, Dir, Node, Symlink
+from mokkafs.tree.nodes import CharDevice, Dir, File, Node, Symlink
 
 Inode = NewType("Inode", int)  # what the kernel knows a node by
 
@@ -92,6 +93,12 @@ class Tree:
 
     def get(self, inode: int) -> Entry | None:
         return self.entries.get(Inode(inode))
+
+    @functools.cached_property
+    def dynamic_parents(self) -> frozenset[Inode]:
+        """The directories holding files whose content changes with time (IB counters, ...)."""
+        return frozenset(e.parent for e in self.entries.values()
+                         if isinstance(e.node, File) and e.node.dynamic)
 
     def resolve(self, path: str) -> Entry | None:
         """The entry at a mount-relative path, without following symlinks."""

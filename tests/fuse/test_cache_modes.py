@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import H100_GPU0, device_path, require_tool
+from mokkafs.surfaces import ib_traffic
+from tests.conftest import H100_GPU0, device_path, require_tool, state_of
 from tests.helpers.metrics import fuse_requests
 from tests.helpers.mounts import REPO, Mount, free_port, mokkafs_mount, wait_for
 
@@ -163,3 +164,37 @@ def test_stock_pyfuse3_falls_back_to_keep_cache(tmp_path: Path) -> None:
                              text=True, cwd=REPO, env={**os.environ, **env}, timeout=30)
     assert refused.returncode == 2
     assert "pass-inode-when-no-open.patch" in refused.stderr, refused.stderr
+
+
+def test_a_port_refreshes_in_one_request_per_step(tmp_path: Path) -> None:
+    """No-open mode: reading all of a port's counters in a new step costs one LOOKUP of their
+    directory (the daemon puts the step's values into the kernel's page cache), not a GETATTR
+    and a READ per file; every file shows its value of the step."""
+    clock = tmp_path / "clock"
+    clock.write_text("1000.0")
+    mnt = tmp_path / "mnt"
+    port = free_port()
+    args = ["--profile", "h100", "--cache-mode", "no-open", "--counter-staleness-ms", "200",
+            "--metrics", f"127.0.0.1:{port}"]
+    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock), *args, str(mnt)]
+    url = f"http://127.0.0.1:{port}/metrics"
+    traffic = state_of("h100").hcas[0].ports[0].traffic
+    with mokkafs_mount(mnt, args, command=command) as mount:
+        counters = mount.path / COUNTER.rsplit("/", 1)[0]
+        files = sorted(counters.iterdir())
+        assert len(files) > 20
+        for _ in range(2):
+            assert all(int(f.read_text()) == 0 for f in files)  # step 1000.0: all zero
+        clock.write_text("1000.5")  # step 1000.4: 0.4 s of traffic
+        before = requests(url)
+        expect = {f.name: ib_traffic.counter(traffic, f.name, 0.4) for f in files}
+        wait_for(lambda: int((counters / "port_xmit_data").read_text())
+                 == expect["port_xmit_data"], 10, "the next step")
+        polled = delta(before, requests(url))
+        assert {f.name: int(f.read_text()) for f in files} == expect
+        asked = delta(before, requests(url))
+    # A file that grew is re-sized by the kernel (one GETATTR); none is read from the daemon.
+    grew = sum(1 for v in expect.values() if len(str(v)) > 1)
+    assert asked.get("read", 0) == 0 and asked.get("getattr", 0) <= grew < len(files), asked
+    # the directory, once per poll; nothing more once the step's values were in
+    assert asked.get("lookup", 0) == polled.get("lookup", 0) >= 1, (polled, asked)

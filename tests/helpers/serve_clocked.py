@@ -21,7 +21,11 @@ def main() -> None:
     clock_file = Path(sys.argv[1])
 
     def clock() -> float:
-        return float(clock_file.read_text())
+        while True:  # a test rewriting the file may be caught half way: read it again
+            try:
+                return float(clock_file.read_text())
+            except ValueError:
+                continue
 
     async def sleep_until(when: float) -> None:
         while clock() < when:  # noqa: ASYNC110 (the file changes under us; no event to wait on)

@@ -274,3 +274,34 @@ def test_a_fleet_campaign_through_the_profile(tmp_path: Path) -> None:
 
     first = picked()
     assert 1 <= len(first) <= 12 and picked() == first
+
+
+def test_the_scheduler_survives_its_own_failure(expected_logs: list[str]) -> None:
+    """A bug while scheduling stops transitions until the next view, never the daemon."""
+    import trio
+    import trio.testing
+
+    from mokkafs.obs.status import Status
+    from mokkafs.serve.faults import FaultScheduler
+
+    expected_logs.append("fault scheduling failed")
+
+    class Broken:
+        changed = trio.Event()
+        shown_at = 0.0
+        status = Status()
+
+        @property
+        def state(self) -> State:
+            raise RuntimeError("boom")
+
+    async def main() -> None:
+        broken = Broken()
+        scheduler = FaultScheduler(broken, lambda: 0.0, trio.sleep)  # type: ignore[arg-type]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(scheduler.run)
+            await trio.testing.wait_all_tasks_blocked()
+            assert "boom" in str(broken.status.last_error)  # reported, and still running
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)

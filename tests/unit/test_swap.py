@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +31,13 @@ class RecordingKernel:
     def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None:
         self.calls.append(("entry", (parent, name, deleted), threading.get_ident()))
 
+    def store(self, inode: int, data: bytes) -> None:
+        if inode == 99:  # as the kernel answers for an inode it does not hold
+            raise OSError(errno.ENOENT, "not cached")
+        if inode == 98:
+            raise OSError(errno.EIO, "failed")
+        self.calls.append(("store", (inode, data), threading.get_ident()))
+
 
 PLAN = Invalidation(changed_data=(Inode(11),), changed_attrs=(Inode(12),),
                     removed=((ROOT_INODE, "gone", Inode(13)),), added=((ROOT_INODE, "new"),))
@@ -51,6 +59,22 @@ def test_invalidation_from_the_loop_thread_fails() -> None:
     assert kernel.calls[0][1] == (1, b"gone", 13)
     assert kernel.calls[1][1] == (11, False) and kernel.calls[2][1] == (12, True)
     assert all(tid != threading.main_thread().ident for _, _, tid in kernel.calls)
+
+
+def test_stores_off_the_loop_and_a_failed_store_drops_the_inode() -> None:
+    kernel = RecordingKernel()
+
+    async def main() -> None:
+        invalidator = Invalidator(kernel)
+        with pytest.raises(RuntimeError, match="must not run on the FUSE loop's thread"):
+            invalidator.store([(7, b"1\n")], [])
+        counts = await trio.to_thread.run_sync(
+            invalidator.store, [(7, b"1\n"), (99, b"2\n"), (98, b"3\n")], [5])
+        assert (counts.sent, counts.unknown) == (3, 1)  # 7 stored; 5 and 98 dropped
+
+    trio.run(main)
+    assert [(c[0], c[1][0]) for c in kernel.calls] == [
+        ("store", 7), ("inode", 5), ("inode", 98)]
 
 
 def test_diff_and_mtimes() -> None:
