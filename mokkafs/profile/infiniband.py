@@ -4,7 +4,8 @@ traffic.
 Placement: where ``infiniband.devices`` puts them (named ``mlx5_N`` in PCI order unless named
 there); else HCA i (``hca_count``, else GPUs x ``hcas_per_gpu``) pairs with GPU ``i*G//H``
 and takes the next free bus after it inside that GPU's root complex, as on HGX boards where
-each GPU and its NIC share a PCIe switch. GUIDs and LIDs: see ``mokkafs.profile.identity``.
+each GPU and its NIC share a PCIe switch (beyond 8 HCAs per GPU, further ones are more
+functions on those buses, so one switch still holds them all). GUIDs and LIDs: see ``mokkafs.profile.identity``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from mokkafs.state import IB_ERROR_COUNTERS, Hca, IbPort, Traffic
 HCA_NODES = 40
 PORT_NODES = 60
 MAX_IB_NODES = 150_000
+BUSES_PER_GPU = 8  # HCAs placed beside a GPU take at most this many buses (then share them)
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ def beside_gpus(count: int, gpus: list[Gpu], placement: dict[Bdf, RootId],
     """HCAs placed next to their GPUs. Raises ValueError when a root has no slot left."""
     used = {(b.domain, b.bus, b.device) for b in taken}
     buses = {(b.domain, b.bus) for b in taken}
+    own: dict[Bdf, list[int]] = {}  # the buses each GPU's HCAs took
     out: list[Placed] = []
     for i in range(count):
         gpu = gpus[i * len(gpus) // count]
@@ -74,13 +77,19 @@ def beside_gpus(count: int, gpus: list[Gpu], placement: dict[Bdf, RootId],
         end = min((r.bus for r in roots if r.domain == root.domain and r.bus > root.bus),
                   default=0x100)
         order = [*range(gpu.bdf.bus + 1, end), *range(root.bus + 1, gpu.bdf.bus)]
-        order = [b for b in order if (root.domain, b) not in buses] + order  # own bus first
+        mine = own.setdefault(gpu.bdf, [])
+        if len(mine) < BUSES_PER_GPU:  # a bus of its own first, as a card in a slot has
+            order = [b for b in order if (root.domain, b) not in buses] + order
+        else:  # then further functions on those buses, so one switch still holds them
+            order = mine
         slot = next(((bus, dev) for bus in order for dev in range(32)
                      if (root.domain, bus, dev) not in used), None)
         if slot is None:
             raise ValueError(f"no free PCI slot left under {root} for HCA {i}")
         used.add((root.domain, *slot))
         buses.add((root.domain, slot[0]))
+        if slot[0] not in mine:
+            mine.append(slot[0])
         out.append(Placed(gpu.bdf.on(slot[0], slot[1]), None, ("infiniband", "hca_count")))
     return out
 

@@ -129,39 +129,43 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
     by_path: dict[str, Node] = {"": Dir("")}
     implied: set[str] = set()  # directories created because a deeper node named them
     for node in nodes:
-        if node.path in by_path and node.path not in implied:
-            raise TreeError(f"two surfaces describe {node.path!r}")
-        implied.discard(node.path)
-        by_path[node.path] = node
-        parent = node.path.rpartition("/")[0]
+        path = node.path
+        if path in by_path and path not in implied:
+            raise TreeError(f"two surfaces describe {path!r}")
+        implied.discard(path)
+        by_path[path] = node
+        parent = path.rpartition("/")[0]
         while parent and parent not in by_path:
             by_path[parent] = Dir(parent)
             implied.add(parent)
             parent = parent.rpartition("/")[0]
     for path in sorted(implied):  # parents first
-        above, name = path.rpartition("/")[::2]
+        above, _, name = path.rpartition("/")
         outer = by_path[above]
         if isinstance(outer, Dir) and outer.merge is not None and not outer.hides(name):
             # sys/devices/virtual/dmi keeps the host's other virtual devices beside it
             by_path[path] = Dir(path, merge=f"{outer.merge}/{name}".lstrip("/"))
-    children: dict[str, list[str]] = {}
+    inodes = {path: inode_of(path, _kind(node)) for path, node in by_path.items()}
+    kids: dict[str, list[tuple[str, Inode]]] = {}
+    parents: dict[str, tuple[str, str]] = {}  # path -> (parent path, name)
     for path in by_path:
         if path:
-            parent = path.rpartition("/")[0]
+            parent, _, name = path.rpartition("/")
             if not isinstance(by_path[parent], Dir):
                 raise TreeError(f"{path!r} is below {parent!r}, which is not a directory")
-            children.setdefault(parent, []).append(path)
-    inodes = {path: inode_of(path, _kind(node)) for path, node in by_path.items()}
-    names = {path: path.rpartition("/")[2] for path in by_path}  # one string per name
+            parents[path] = (parent, name)
+            kids.setdefault(parent, []).append((name, inodes[path]))
+    if len(set(inodes.values())) != len(inodes):
+        raise TreeError("inode collision between two paths")
+    before = previous.entries if previous else {}
     entries: dict[Inode, Entry] = {}
     for path, node in by_path.items():
         ino = inodes[path]
-        if ino in entries:
-            raise TreeError(f"inode collision between {path!r} and another path")
-        parent_ino = inodes[path.rpartition("/")[0]] if path else ROOT_INODE
-        kids = tuple(sorted((names[p], inodes[p]) for p in children.get(path, ())))
-        before = previous.entries.get(ino) if previous else None
-        unchanged = before is not None and before.node == node and before.children == kids
-        mtime = before.mtime_ns if unchanged and before else mtime_ns
-        entries[ino] = Entry(ino, parent_ino, names[path], node, kids, mtime)
+        parent, name = parents.get(path, ("", ""))
+        children = tuple(sorted(kids[path])) if path in kids else ()
+        old = before.get(ino)
+        mtime = old.mtime_ns if old is not None and old.node == node \
+            and old.children == children else mtime_ns
+        entries[ino] = Entry(ino, inodes[parent] if path else ROOT_INODE, name, node, children,
+                             mtime)
     return Tree(generation, entries)
