@@ -409,11 +409,24 @@ def scrapes(hca_counts: list[int], n: int, tmp: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def read_file(path: Path) -> bytes:
+    """As Go's os.ReadFile reads (open, read to the end, close): Python's own open() asks
+    isatty(), an ioctl that a FUSE file sends to the daemon and no Go consumer makes."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def gfd_walk(sysfs: Path) -> None:
     """What GPU Feature Discovery and the device plugin read of every PCI function."""
     for dev in (sysfs / "bus/pci/devices").iterdir():
         for name in ("vendor", "class", "device", "numa_node"):
-            (dev / name).read_bytes()
+            read_file(dev / name)
         os.readlink(dev / "driver")
 
 
@@ -421,10 +434,10 @@ def nfd_walk(sysfs: Path) -> None:
     """What node-feature-discovery's pci source reads."""
     for dev in (sysfs / "bus/pci/devices").iterdir():
         for name in ("class", "vendor", "device", "subsystem_vendor", "subsystem_device"):
-            (dev / name).read_bytes()
+            read_file(dev / name)
         for optional in ("sriov_totalvfs", "iommu_group/type"):
             with contextlib.suppress(OSError):
-                (dev / optional).read_bytes()
+                read_file(dev / optional)
 
 
 def monitoring(hcas: int, seconds: int, tmp: Path) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
 
+from mokkafs.fuse import attrs
 from mokkafs.fuse.modes import Serving
 from mokkafs.fuse.view import View
 from mokkafs.tree.nodes import Symlink
@@ -81,11 +82,16 @@ class Operations(pyfuse3.Operations):
             return await self.serving.attributes(tree, entry)
         found = await self.view.find(tree, parent_inode, text, ctx.pid)
         if found is None:
+            if tree.get(parent_inode) is not None and self.view.merged(tree, parent_inode) \
+                    is None and text not in (".", ".."):
+                # Only a swap can add it, and a swap invalidates each name it adds: the kernel
+                # may remember that it is absent (an st_ino of 0) for as long as it likes.
+                return attrs.absent(self.view.timeout)
             raise pyfuse3.FUSEError(errno.ENOENT)
-        attrs = await self.serving.host_attributes(*found)
+        reply = await self.serving.host_attributes(*found)
         assert self.view.host is not None
         self.view.host.remember(found[0])  # the reply counts as one lookup
-        return attrs
+        return reply
 
     @guarded
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:

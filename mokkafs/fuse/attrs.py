@@ -73,3 +73,11 @@ def of_host(inode: int, st: os.stat_result, timeout: float,
             size = len(snapshot.content)
     return make(inode, st.st_mode, size=size, nlink=st.st_nlink, uid=st.st_uid, gid=st.st_gid,
                 rdev=st.st_rdev, mtime_ns=mtime, timeout=timeout)
+
+
+def absent(timeout: float) -> pyfuse3.EntryAttributes:
+    """A name that does not exist, for the kernel to remember for ``timeout`` seconds."""
+    attrs = pyfuse3.EntryAttributes()
+    attrs.st_ino = 0
+    attrs.entry_timeout = timeout
+    return attrs

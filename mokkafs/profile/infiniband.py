@@ -5,7 +5,8 @@ Placement: where ``infiniband.devices`` puts them (named ``mlx5_N`` in PCI order
 there); else HCA i (``hca_count``, else GPUs x ``hcas_per_gpu``) pairs with GPU ``i*G//H``
 and takes the next free bus after it inside that GPU's root complex, as on HGX boards where
 each GPU and its NIC share a PCIe switch (beyond 8 HCAs per GPU, further ones are more
-functions on those buses, so one switch still holds them all). GUIDs and LIDs: see ``mokkafs.profile.identity``.
+functions on those buses, so one switch still holds them all). GUIDs and LIDs: see
+``mokkafs.profile.identity``.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from mokkafs.surfaces import (
     proc_driver_nvidia,
     rdma_cm,
 )
-from mokkafs.tree.build import Tree, build
+from mokkafs.tree.build import Part, Tree, build, patch
 from mokkafs.tree.nodes import Node
 
 Surface = Callable[[State], Iterator[Node]]
@@ -40,17 +40,50 @@ SURFACES: tuple[tuple[str, Surface], ...] = (
 )
 
 
+# The State fields each surface reads (methods count as the fields they read): a surface
+# whose inputs are equal to the last build's is not computed again, and when only content
+# changed the last tree is patched rather than built again. tests/unit/test_surface_inputs.py
+# proves each list complete.
+INPUTS: dict[str, tuple[str, ...]] = {
+    "host_sysfs": ("host",),
+    "pci": ("functions", "roots", "nr_cpus", "started_at", "counter_quantum"),
+    "pci_bus": ("functions", "roots", "nr_cpus"),
+    "iommu": ("functions", "iommu"),
+    "infiniband": ("hcas", "functions", "char_majors", "started_at", "counter_quantum"),
+    "rdma_cm": ("hcas",),
+    "dmi": ("platform",),
+    "modules": ("driver", "functions", "hcas", "host"),
+    "proc_devices": ("host", "char_majors"),
+    "proc_driver_nvidia": ("functions", "driver", "platform"),
+}
+
+
 def build_tree(state: State, previous: Tree | None = None,
                surfaces: Sequence[tuple[str, Surface]] = SURFACES,
                ) -> tuple[Tree, dict[str, int]]:
-    """The Tree of a State, and how many nodes each surface described. Entries equal to
-    ``previous``'s keep their mtime. Raises ``TreeError`` when two surfaces collide."""
-    counts: dict[str, int] = {}
-    nodes: list[Node] = []
+    """The Tree of a State, and how many nodes each surface described. With ``previous``,
+    surfaces whose inputs did not change are not computed again, and a swap that changes no
+    path patches it; entries equal to ``previous``'s keep their mtime. Raises ``TreeError``
+    when two surfaces collide."""
+    parts: dict[str, Part] = {}
+    changes: list[tuple[tuple[Node, ...], tuple[Node, ...]]] = []
     for name, surface in surfaces:
-        before = len(nodes)
-        nodes.extend(surface(state))
-        counts[name] = len(nodes) - before
-    tree = build(nodes, state.generation, int(state.loaded_at * 1e9), previous)
+        fields = INPUTS.get(name)
+        key = tuple(getattr(state, f) for f in fields) if fields is not None else None
+        old = previous.parts.get(name) if previous is not None else None
+        if key is not None and old is not None and old[0] == key:
+            parts[name] = old
+            continue
+        parts[name] = (key, tuple(surface(state)))
+        if old is not None:
+            changes.append((old[1], parts[name][1]))
+    counts = {name: len(part[1]) for name, part in parts.items()}
+    mtime = int(state.loaded_at * 1e9)
+    tree = None
+    if previous is not None and previous.parts.keys() == parts.keys():
+        tree = patch(previous, changes, state.generation, mtime, parts)
+    if tree is None:
+        nodes = [node for part in parts.values() for node in part[1]]
+        tree = build(nodes, state.generation, mtime, previous, parts)
     _ = tree.dynamic_parents  # computed here, off the FUSE loop (builds run in worker threads)
     return tree, counts

@@ -14,8 +14,8 @@ import bisect
 import functools
 import hashlib
 import stat
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import NewType
 
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, Symlink
@@ -75,13 +75,19 @@ def _name(child: tuple[str, int]) -> str:
     return child[0]
 
 
+# What one surface described for a build: the inputs it was computed from, and its nodes.
+Part = tuple[object, tuple[Node, ...]]
+
+
 @dataclass(frozen=True)
 class Tree:
     """An immutable snapshot: inode -> Entry. A name is looked up in its parent's sorted
-    children (no second index: at 256 HCAs one would cost 5 MiB)."""
+    children (no second index: at 256 HCAs one would cost 5 MiB). ``parts`` keeps what each
+    surface described, so the next build can reuse what did not change."""
 
     generation: int
     entries: dict[Inode, Entry]
+    parts: dict[str, Part] = field(default_factory=dict, compare=False)
 
     def lookup(self, parent: int, name: str) -> Entry | None:
         entry = self.entries.get(Inode(parent))
@@ -120,8 +126,38 @@ class Tree:
                 stack.append((f"{path}/{name}" if path else name, self.entries[ino]))
 
 
+def patch(previous: Tree, changes: Sequence[tuple[Sequence[Node], Sequence[Node]]],
+          generation: int, mtime_ns: int, parts: dict[str, Part]) -> Tree | None:
+    """``previous`` with changed nodes replaced in place: what a swap that changes content but
+    no path costs (a firmware version, a rate, a port's state). ``changes`` pairs each changed
+    surface's old and new nodes. None when a path comes or goes or changes kind, or a node
+    is not the one the tree holds at its path: then the tree must be built whole."""
+    entries = dict(previous.entries)
+    kinds_kept = True
+    for old_nodes, new_nodes in changes:
+        if len(old_nodes) != len(new_nodes):
+            return None
+        for a, b in zip(old_nodes, new_nodes, strict=True):
+            if a.path != b.path or type(a) is not type(b):
+                return None
+            if a == b:
+                continue
+            ino = inode_of(b.path, _kind(b))
+            entry = entries.get(ino)
+            if entry is None or entry.node != a:
+                return None
+            if isinstance(a, Dir) and isinstance(b, Dir) and a.merge != b.merge:  # (implied kids)
+                return None
+            kinds_kept &= not isinstance(a, File) or a.dynamic == b.dynamic  # type: ignore[union-attr]
+            entries[ino] = Entry(ino, entry.parent, entry.name, b, entry.children, mtime_ns)
+    tree = Tree(generation, entries, parts)
+    if kinds_kept and "dynamic_parents" in previous.__dict__:  # the same directories hold them
+        tree.__dict__["dynamic_parents"] = previous.__dict__["dynamic_parents"]
+    return tree
+
+
 def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
-          previous: Tree | None = None) -> Tree:
+          previous: Tree | None = None, parts: dict[str, Part] | None = None) -> Tree:
     """Assemble nodes into a Tree. Parent directories named by a path but not described are
     created with mode 0755; below a merged directory they merge the host's of their name
     unless it hides that name. Entries equal to ``previous``'s keep their mtime; new or changed
@@ -168,4 +204,4 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
             and old.children == children else mtime_ns
         entries[ino] = Entry(ino, inodes[parent] if path else ROOT_INODE, name, node, children,
                              mtime)
-    return Tree(generation, entries)
+    return Tree(generation, entries, parts or {})

@@ -1,0 +1,75 @@
+"""Incremental builds are right: every surface reads only the State fields ``INPUTS`` names
+for it (so reusing its last output when those are equal is sound), and a tree patched or
+partly reused equals the tree built whole from the same State."""
+
+from __future__ import annotations
+
+import types
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mokkafs.faults.effects import applied, at
+from mokkafs.state import Generation, HostFacts, State
+from mokkafs.surfaces import INPUTS, SURFACES, build_tree
+from mokkafs.tree.build import Tree
+from tests.conftest import ALL_PROFILES, profile_id, state_of
+from tests.helpers.mounts import SHIPPED_PROFILES
+
+
+class Recorder:
+    """A State that notes which fields are read, through its methods too."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+        self.read: set[str] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(type(self._state), name, None)
+        if callable(value):  # a method: run it with this recorder as self
+            return types.MethodType(value, self)
+        self.read.add(name)
+        return getattr(self._state, name)
+
+
+@pytest.mark.parametrize("path", ALL_PROFILES, ids=profile_id)
+def test_each_surface_reads_only_its_inputs(path: Path) -> None:
+    state = state_of(path, host=HostFacts(sysfs=True, proc_modules="fuse 1 0 - Live 0x0\n"))
+    for name, surface in SURFACES:
+        recorder = Recorder(state)
+        list(surface(recorder))  # type: ignore[arg-type]
+        assert recorder.read <= set(INPUTS[name]), (name, recorder.read - set(INPUTS[name]))
+
+
+def same(a: Tree, b: Tree) -> bool:
+    return {i: (e.parent, e.name, e.node, e.children, e.mtime_ns) for i, e in a.entries.items()} \
+        == {i: (e.parent, e.name, e.node, e.children, e.mtime_ns) for i, e in b.entries.items()}
+
+
+H100 = (SHIPPED_PROFILES / "h100.yaml").read_text()
+
+
+@pytest.mark.parametrize("change", [
+    H100.replace("28.39.2048", "28.40.1000"),  # content only: patched
+    H100.replace('driver_version: "550.163.01"', 'driver_version: "580.95.05"'),
+    H100.replace("product_name: DGXH100", "product_name: DGXH200"),
+    H100.replace("rate_gbps: 400", "rate_gbps: 200"),
+    H100 + "faults:\n  - {name: r, kind: hca-removed, target: mlx5_3}\n",  # paths go: whole
+    H100.replace("0000:a8:00.0", "0000:a9:00.0"),  # an NVSwitch moves: whole
+])
+def test_an_incremental_build_equals_a_whole_one(tmp_path: Path, change: str) -> None:
+    before = state_of("h100")
+    first, _ = build_tree(before)
+    path = tmp_path / "after.yaml"
+    path.write_text(change)
+    after = replace(at(applied(state_of(path), 0.0), 1.0), generation=Generation(2),
+                    loaded_at=before.loaded_at + 5)
+    incremental, _ = build_tree(after, first)
+    whole, _ = build_tree(after, None)
+    # the whole build, told what the last tree was, gives the same entries and mtimes
+    assert same(incremental, build_tree(after, Tree(first.generation, first.entries))[0])
+    assert {i: e.node for i, e in incremental.entries.items()} == {
+        i: e.node for i, e in whole.entries.items()}
+    assert incremental.dynamic_parents == whole.dynamic_parents
