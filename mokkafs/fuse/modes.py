@@ -43,6 +43,9 @@ from mokkafs.tree.nodes import Dir, File
 log = logging.getLogger(__name__)
 
 ENV = "MOKKAFS_CACHE_MODE"  # named in errors; the CLI reads it
+# How long a dynamic file kept fresh by its directory's rounds keeps its attributes: what a
+# reader that holds it open and reads it again without walking its path may wait.
+PUSHED_TIMEOUT = 60.0
 PATCH = "native/pyfuse3/pass-inode-when-no-open.patch"
 
 
@@ -156,9 +159,10 @@ class NoOpen(Serving):
     after it asks the daemon once (a LOOKUP of the directory), and the daemon puts every file's
     content of that step that the kernel holds into its page cache before it answers. The
     files themselves then keep their attributes and pages for the full timeout: a scrape of a
-    port's 30 counters costs one request, not a GETATTR and a READ each. A reader that keeps a
-    file open and reads it again without walking its path sees it refresh when its attributes
-    expire."""
+    port's counters costs one request per directory, not a GETATTR and a READ each, and one
+    round covers a port's counters/, counters_ext/ and hw_counters/ together. A reader that
+    keeps a file open and reads it again without walking its path sees it refresh when its
+    attributes expire (``PUSHED_TIMEOUT``)."""
 
     mode = CacheMode.NO_OPEN
     caches_symlinks = True  # read by patched pyfuse3 at FUSE_INIT
@@ -171,7 +175,7 @@ class NoOpen(Serving):
         self._rounds: dict[int, tuple[int, trio.Event]] = {}  # directory -> (step, done)
 
     def _dynamic_files(self, tree: Tree, entry: Entry) -> list[Entry]:
-        """A directory's dynamic files, when their round can be pushed (else [])."""
+        """A directory's dynamic files, when their rounds can be pushed (else [])."""
         if self.kernel is None or entry.inode not in tree.dynamic_parents:
             return []
         files = [tree.entries[ino] for _, ino in entry.children]
@@ -180,16 +184,24 @@ class NoOpen(Serving):
         return files if all(f.node.quantum > 0 for f in files  # type: ignore[union-attr]
                             ) else []
 
+    def _round_files(self, tree: Tree, entry: Entry) -> list[Entry]:
+        """What one round refreshes: the dynamic files of this directory and of its sibling
+        directories (a port's counters/, counters_ext/ and hw_counters/ at once)."""
+        parent = tree.entries.get(entry.parent)
+        dirs = [tree.entries[ino] for _, ino in parent.children
+                if ino in tree.dynamic_parents] if parent is not None else [entry]
+        return [f for d in dirs for f in self._dynamic_files(tree, d)]
+
     def _pushed(self, tree: Tree, entry: Entry) -> bool:
         """Whether a dynamic file is kept fresh by its directory's rounds."""
         parent = tree.entries.get(entry.parent)
         return parent is not None and bool(self._dynamic_files(tree, parent))
 
-    async def _round(self, files: list[Entry], now: float) -> None:
-        """Every file of the directory the kernel holds, as of ``now``'s step, in the
-        kernel's page cache; once per directory per step."""
+    async def _round(self, unit: int, files: list[Entry], now: float) -> None:
+        """Every one of ``files`` the kernel holds, as of ``now``'s step, in the kernel's
+        page cache; once per ``unit`` (the directories' parent) per step."""
         quantum = files[0].node.quantum  # type: ignore[union-attr]
-        step, parent = math.floor(now / quantum), files[0].parent
+        step, parent = math.floor(now / quantum), unit
         done = self._rounds.get(parent)
         if done is not None and done[0] == step:
             await done[1].wait()
@@ -243,12 +255,11 @@ class NoOpen(Serving):
             snap = self.snapshots.take(entry.inode, node.read(now))
             # Cached until the content's next step, so no reader sees it older than that
             # (unless its directory's rounds keep the kernel's copy fresh).
-            fresh = self.view.timeout if self._pushed(tree, entry) else node.fresh_for(now)
+            fresh = PUSHED_TIMEOUT if self._pushed(tree, entry) else node.fresh_for(now)
             return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
                                   attr_timeout=min(fresh, self.view.timeout))
-        files = self._dynamic_files(tree, entry)
-        if files:
-            await self._round(files, self.view.clock())
+        if self._dynamic_files(tree, entry):
+            await self._round(entry.parent, self._round_files(tree, entry), self.view.clock())
             return self.entry_attributes(tree, entry)
         if host is not None and isinstance(node, Dir) and node.merge is not None:
             names = await self.view.on_host(host.listdir_merged, node.merge, OWN)

@@ -27,6 +27,9 @@ T = TypeVar("T")
 Item = tuple[str, pyfuse3.EntryAttributes, HostNode | None]  # a listing's entry
 
 HOST_THREADS = 8
+# How long the kernel keeps the tree's entries and attributes: its content changes only with a
+# swap, which invalidates what it changes, so this is a backstop, not how freshness works.
+STATIC_TIMEOUT = 3600.0
 
 
 class TreeHolder:
@@ -42,7 +45,8 @@ def fuse_error(exc: OSError) -> pyfuse3.FUSEError:
 
 class View:
     def __init__(self, holder: TreeHolder, host: HostView | None = None, *,
-                 clock: Callable[[], float] = time.monotonic, timeout: float = 60.0) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 timeout: float = STATIC_TIMEOUT) -> None:
         self.holder = holder
         self.host = host
         self.clock = clock

@@ -19,7 +19,7 @@ import trio
 from mokkafs.fuse.adapter import Operations
 from mokkafs.fuse.modes import CacheMode, KeepCache, NoOpen, serving
 from mokkafs.fuse.passthrough import HostView
-from mokkafs.fuse.view import TreeHolder, View
+from mokkafs.fuse.view import STATIC_TIMEOUT, TreeHolder, View
 from mokkafs.host.sysfs import Sysfs
 from mokkafs.tree.build import Tree, build
 from mokkafs.tree.nodes import Dir, File, Symlink, text
@@ -133,7 +133,7 @@ def test_tree_entries(tmp_path: Path, mode: CacheMode) -> None:
         # absent from a directory of the tree alone: the kernel may remember that (only a
         # swap adds names, and it invalidates each); from one the host's merges in: not
         absent = await ops.lookup(pyfuse3.ROOT_INODE, b"nope", CTX)
-        assert absent.st_ino == 0 and absent.entry_timeout == 60
+        assert absent.st_ino == 0 and absent.entry_timeout == STATIC_TIMEOUT
         sys_dir = await lookup_path(ops, "sys")
         assert await errno_of(ops.lookup(sys_dir.st_ino, b"nope", CTX)) == errno.ENOENT
         assert await errno_of(ops.getattr(123456789, CTX)) == errno.ENOENT
