@@ -22,18 +22,17 @@ import abc
 import enum
 import errno
 import logging
-import math
 import os
 from operator import itemgetter
 
 import pyfuse3
-import trio
 
 from mokkafs.errors import UsageError
 from mokkafs.fuse import attrs
 from mokkafs.fuse.handles import FileHandle, Handles
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.passthrough import HOST_TIMEOUT, HostNode
+from mokkafs.fuse.rounds import PUSHED_TIMEOUT, Rounds
 from mokkafs.fuse.snapshots import Snapshots
 from mokkafs.fuse.view import Item, View
 from mokkafs.host.netns import OWN
@@ -43,9 +42,7 @@ from mokkafs.tree.nodes import Dir, File
 log = logging.getLogger(__name__)
 
 ENV = "MOKKAFS_CACHE_MODE"  # named in errors; the CLI reads it
-# How long a dynamic file kept fresh by its directory's rounds keeps its attributes: what a
-# reader that holds it open and reads it again without walking its path may wait.
-PUSHED_TIMEOUT = 60.0
+
 PATCH = "native/pyfuse3/pass-inode-when-no-open.patch"
 
 
@@ -154,15 +151,10 @@ class Serving(abc.ABC):
 
 
 class NoOpen(Serving):
-    """Directories of dynamic files (a port's ``counters/``) are refreshed a whole round at a
-    time: their entry times out at the files' next step, so any path walk to one of the files
-    after it asks the daemon once (a LOOKUP of the directory), and the daemon puts every file's
-    content of that step that the kernel holds into its page cache before it answers. The
-    files themselves then keep their attributes and pages for the full timeout: a scrape of a
-    port's counters costs one request per directory, not a GETATTR and a READ each, and one
-    round covers a port's counters/, counters_ext/ and hw_counters/ together. A reader that
-    keeps a file open and reads it again without walking its path sees it refresh when its
-    attributes expire (``PUSHED_TIMEOUT``)."""
+    """Dynamic files in directories of their own (a port's counters) are kept fresh in the
+    kernel's page cache by rounds (``mokkafs.fuse.rounds``): their directory's entry expires
+    at their next step, and its LOOKUP refreshes them all; other dynamic files expire one by
+    one."""
 
     mode = CacheMode.NO_OPEN
     caches_symlinks = True  # read by patched pyfuse3 at FUSE_INIT
@@ -171,63 +163,8 @@ class NoOpen(Serving):
                  kernel: Invalidator | None = None) -> None:
         super().__init__(view)
         self.snapshots = snapshots or Snapshots()  # what the kernel was told, per inode
-        self.kernel = kernel  # where fresh content is put (None: files refresh one by one)
-        self._rounds: dict[int, tuple[int, trio.Event]] = {}  # directory -> (step, done)
-
-    def _dynamic_files(self, tree: Tree, entry: Entry) -> list[Entry]:
-        """A directory's dynamic files, when their rounds can be pushed (else [])."""
-        if self.kernel is None or entry.inode not in tree.dynamic_parents:
-            return []
-        files = [tree.entries[ino] for _, ino in entry.children]
-        files = [f for f in files if isinstance(f.node, File) and f.node.dynamic
-                 and not f.node.error]
-        return files if all(f.node.quantum > 0 for f in files  # type: ignore[union-attr]
-                            ) else []
-
-    def _round_files(self, tree: Tree, entry: Entry) -> list[Entry]:
-        """What one round refreshes: the dynamic files of this directory and of its sibling
-        directories (a port's counters/, counters_ext/ and hw_counters/ at once)."""
-        parent = tree.entries.get(entry.parent)
-        dirs = [tree.entries[ino] for _, ino in parent.children
-                if ino in tree.dynamic_parents] if parent is not None else [entry]
-        return [f for d in dirs for f in self._dynamic_files(tree, d)]
-
-    def _pushed(self, tree: Tree, entry: Entry) -> bool:
-        """Whether a dynamic file is kept fresh by its directory's rounds."""
-        parent = tree.entries.get(entry.parent)
-        return parent is not None and bool(self._dynamic_files(tree, parent))
-
-    async def _round(self, unit: int, files: list[Entry], now: float) -> None:
-        """Every one of ``files`` the kernel holds, as of ``now``'s step, in the kernel's
-        page cache; once per ``unit`` (the directories' parent) per step."""
-        quantum = files[0].node.quantum  # type: ignore[union-attr]
-        step, parent = math.floor(now / quantum), unit
-        done = self._rounds.get(parent)
-        if done is not None and done[0] == step:
-            await done[1].wait()
-            return
-        event = trio.Event()
-        self._rounds[parent] = (step, event)
-        try:
-            contents: list[tuple[int, bytes]] = []
-            stale: list[int] = []
-            for f in files:
-                before = self.snapshots.get(f.inode)
-                if before is None:  # the kernel holds nothing of it
-                    continue
-                data = f.node.read(now)  # type: ignore[union-attr]
-                if data == before.content:
-                    continue
-                if len(data) >= len(before.content):  # a store can grow a file, not shrink it
-                    self.snapshots.refresh(f.inode, data)
-                    contents.append((f.inode, data))
-                else:
-                    self.snapshots.take(f.inode, data)
-                    stale.append(f.inode)
-            if (contents or stale) and self.kernel is not None:
-                await trio.to_thread.run_sync(self.kernel.store, contents, stale)
-        finally:
-            event.set()
+        # where fresh content of dynamic files is put (None: each refreshes on its own)
+        self.rounds = Rounds(self.snapshots, kernel) if kernel is not None else None
 
     def entry_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
         """As a listing gives them: nothing is computed. A dynamic file's attributes expire at
@@ -237,7 +174,7 @@ class NoOpen(Serving):
         if isinstance(node, File) and node.dynamic and not node.error:
             return attrs.of_entry(entry, timeout, snapshot=self.snapshots.get(entry.inode),
                                   attr_timeout=0.0)
-        files = self._dynamic_files(tree, entry)
+        files = self.rounds.files_of(tree, entry) if self.rounds else []
         if files:  # its entry lasts until its files' next step
             fresh = files[0].node.fresh_for(self.view.clock())  # type: ignore[union-attr]
             return attrs.of_entry(entry, min(fresh, timeout), attr_timeout=timeout)
@@ -255,11 +192,12 @@ class NoOpen(Serving):
             snap = self.snapshots.take(entry.inode, node.read(now))
             # Cached until the content's next step, so no reader sees it older than that
             # (unless its directory's rounds keep the kernel's copy fresh).
-            fresh = PUSHED_TIMEOUT if self._pushed(tree, entry) else node.fresh_for(now)
+            pushed = self.rounds is not None and self.rounds.pushed(tree, entry)
+            fresh = PUSHED_TIMEOUT if pushed else node.fresh_for(now)
             return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
                                   attr_timeout=min(fresh, self.view.timeout))
-        if self._dynamic_files(tree, entry):
-            await self._round(entry.parent, self._round_files(tree, entry), self.view.clock())
+        if self.rounds is not None and self.rounds.files_of(tree, entry):
+            await self.rounds.refresh(tree, entry, self.view.clock())
             return self.entry_attributes(tree, entry)
         if host is not None and isinstance(node, Dir) and node.merge is not None:
             names = await self.view.on_host(host.listdir_merged, node.merge, OWN)

@@ -1,0 +1,87 @@
+"""Rounds without a kernel: what is put into the page cache, when, and in how many batches
+(a recording kernel stands in for /dev/fuse)."""
+
+from __future__ import annotations
+
+import threading
+
+import trio
+
+from mokkafs.fuse.invalidate import Invalidator
+from mokkafs.fuse.rounds import Rounds
+from mokkafs.fuse.snapshots import Snapshots
+from mokkafs.tree.build import Entry, Tree, build
+from mokkafs.tree.nodes import File, text
+
+
+class Kernel:
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self._batch: list[int] = []
+
+    def invalidate_inode(self, inode: int, attr_only: bool) -> None:
+        pass
+
+    def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None:
+        pass
+
+    def store(self, inode: int, data: bytes) -> None:
+        assert threading.current_thread() is not threading.main_thread()
+        self._batch.append(inode)
+
+
+class Tenths:
+    def __call__(self, now: float) -> bytes:
+        return f"{int(now * 10)}\n".encode()
+
+
+PORTS = ("p1", "p2", "p3")
+
+
+def tree() -> Tree:
+    nodes = []
+    for port in PORTS:
+        nodes += [File(f"{port}/counters/{c}", Tenths(), quantum=0.1) for c in "abc"]
+        nodes += [File(f"{port}/counters_ext/{c}", Tenths(), quantum=0.1) for c in "xy"]
+        nodes.append(text(f"{port}/counters_ext/static", 1))
+    return build(nodes, 1, 0)
+
+
+def entry(t: Tree, path: str) -> Entry:
+    found = t.resolve(path)
+    assert found is not None
+    return found
+
+
+def test_rounds_batch_what_was_read_together_and_only_that() -> None:
+    t = tree()
+    kernel = Kernel()
+    snapshots = Snapshots()
+    rounds = Rounds(snapshots, Invalidator(kernel))
+
+    async def read_port(port: str, now: float) -> None:
+        await rounds.refresh(t, entry(t, f"{port}/counters"), now)
+        await rounds.refresh(t, entry(t, f"{port}/counters_ext"), now)
+        kernel.batches.append(kernel._batch)
+        kernel._batch = []
+
+    async def main() -> None:
+        for port in PORTS:  # the kernel has read every file once, at 0.0 ("0")
+            for name in ("counters/a", "counters/b", "counters/c", "counters_ext/x",
+                         "counters_ext/y"):
+                snapshots.take(entry(t, f"{port}/{name}").inode, b"0\n")
+        assert rounds.files_of(t, entry(t, "p1/counters_ext")) != []
+        for port in PORTS:  # a first scrape: each port on its own
+            await read_port(port, 0.15)
+        assert [len(b) for b in kernel.batches] == [5, 5, 5]  # counters/ and counters_ext/
+        kernel.batches.clear()
+        for port in PORTS:  # the next: the first port's round takes them all
+            await read_port(port, 15.05)
+        assert [len(b) for b in kernel.batches] == [15, 0, 0]
+        kernel.batches.clear()
+        for i in range(1, 30):  # one port polled alone: the others drop out of its rounds
+            await read_port("p1", 15.05 + i * 0.1)
+        assert [len(b) for b in kernel.batches[-10:]] == [5] * 10
+
+    trio.run(main)
+    assert snapshots.get(entry(t, "p3/counters/a").inode) is not None
