@@ -12,10 +12,12 @@ thread) before the LOOKUP is answered. Content that grew only needs the kernel t
 size (one GETATTR); content that shrank (never, for counters) is invalidated instead.
 
 Directories read together (a scrape walks every port within a second) are refreshed together
-the next time: a round also takes the units last asked for within ``COREAD`` seconds of this
-one's last asking, so a scrape of 64 ports costs one worker-thread hop, while a reader that
-polls one port alone soon refreshes that port alone (a unit refreshed as a companion does
-not count as asked for).
+the next time: a round also takes the units that were last asked for after this one, as long
+after it as is left of this step (and within ``COREAD`` seconds). A scrape of 64 ports thus
+costs one worker-thread hop per step it spans, and computes each counter once; a scrape that
+outlasts a step is not refreshed ahead for ports it will reach only in the next. A reader that
+polls one port alone soon refreshes that port alone (a unit refreshed as a companion does not
+count as asked for).
 """
 
 from __future__ import annotations
@@ -75,9 +77,10 @@ class Rounds:
             await done[1].wait()
             return
         units = [unit]
-        if last is not None:  # and those asked for with it last time
-            units += [u for u, t in self._last.items() if u != unit and abs(t - last) < COREAD
-                      and self._done.get(u, (None,))[0] != step]
+        if last is not None:  # and those asked for after it last time, as far as this step
+            horizon = min(COREAD, (step + 1) * quantum - now)
+            units += [u for u, t in self._last.items() if u != unit
+                      and 0 <= t - last < horizon and self._done.get(u, (None,))[0] != step]
         finished = trio.Event()
         for u in units:
             self._done[u] = (step, finished)

@@ -85,3 +85,32 @@ def test_rounds_batch_what_was_read_together_and_only_that() -> None:
 
     trio.run(main)
     assert snapshots.get(entry(t, "p3/counters/a").inode) is not None
+
+
+def test_a_scrape_longer_than_a_step_computes_each_counter_once() -> None:
+    ports = [f"q{i}" for i in range(64)]
+    t = build([File(f"{p}/counters/{c}", Tenths(), quantum=0.1) for p in ports for c in "ab"],
+              1, 0)
+    kernel = Kernel()
+    snapshots = Snapshots()
+    rounds = Rounds(snapshots, Invalidator(kernel))
+    for p in ports:
+        for c in "ab":
+            snapshots.take(entry(t, f"{p}/counters/{c}").inode, b"x\n")
+
+    async def scrape(start: float) -> list[int]:
+        batches = []
+        for i, p in enumerate(ports):  # 7 ms a port: the scrape spans five steps
+            await rounds.refresh(t, entry(t, f"{p}/counters"), start + i * 0.007)
+            batches.append(len(kernel._batch))
+            kernel._batch = []
+        return [b for b in batches if b]
+
+    async def main() -> None:
+        assert await scrape(0.031) == [2] * 64  # nothing known yet: each port on its own
+        for n in range(1, 4):
+            batches = await scrape(15 * n + 0.031)
+            assert sum(batches) == 128  # each counter pushed once, not again for later steps
+            assert len(batches) == 5  # one round per step the scrape spans
+
+    trio.run(main)
