@@ -17,7 +17,8 @@ from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.faults import compile_faults
 from mokkafs.profile.load import Problems, YamlPath
 from mokkafs.profile.platform import driver, platform
-from mokkafs.profile.schema import MAX_CPUS, InfiniBand, PcieTopology, Profile
+from mokkafs.profile.schema import InfiniBand, PcieTopology, Profile
+from mokkafs.profile.values import MAX_CPUS
 from mokkafs.state import (
     Bar,
     Bridge,

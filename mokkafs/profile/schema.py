@@ -11,103 +11,47 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from mokkafs.profile.bdf import Bdf as BdfValue
-from mokkafs.profile.bdf import RootId as RootValue
+from mokkafs.profile.values import (
+    MAX_GPUS,
+    MAX_HCAS,
+    MAX_NUMA_NODES,
+    Bdf,
+    Byte,
+    ClosedSection,
+    LinkLayer,
+    OpenSection,
+    PhysStateName,
+    PortStateName,
+    Rate,
+    RootId,
+    Text,
+    Word16,
+    Word32,
+)
 from mokkafs.state import FaultKind
 
 
-def _hex_int(value: Any) -> Any:
-    """Accept 0x233010DE written as a YAML int or as a string, with or without 0x."""
-    if isinstance(value, bool):
-        raise ValueError("expected an integer such as 0x233010DE, got a boolean")
-    if isinstance(value, str):
-        text = value.strip().lower()
-        try:
-            return int(text, 16) if text.startswith("0x") else int(text, 10)
-        except ValueError:
-            raise ValueError(f"expected an integer such as 0x233010DE, got {value!r}") from None
-    return value
-
-
-HexInt = Annotated[int, BeforeValidator(_hex_int)]
-Word32 = Annotated[HexInt, Field(ge=0, le=0xFFFF_FFFF)]
-Word16 = Annotated[HexInt, Field(ge=0, le=0xFFFF)]
-Byte = Annotated[HexInt, Field(ge=0, le=0xFF)]
-
-def _one_line(value: Any) -> Any:
-    if isinstance(value, str) and any(c in value for c in "\n\r\0"):
-        raise ValueError("expected one line of text (it is served as one sysfs line)")
-    return value
-
-
-# Text that ends up in a served file: one line, of a length real attributes have.
-Text = Annotated[str, BeforeValidator(_one_line), Field(max_length=256)]
-# Rates of the counter model: finite, and no faster than any link a node has (1e12 B/s is
-# ten times an 800 Gb/s port), so every counter stays an exact integer.
-Rate = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
-
-# What no real node exceeds: the kernel's NR_CPUS ceiling and NUMA node count, the GPUs and
-# NVSwitches a board carries, the HCAs one node's GUID slots can name.
-MAX_CPUS = 8192
-MAX_NUMA_NODES = 64
-MAX_GPUS = 64
-MAX_HCAS = 256
-
-
-def _bdf(value: Any) -> BdfValue:
-    """``0000:1A:00.0`` or NVML's 8-digit domain ``00000000:1A:00.0``, written as a string."""
-    if isinstance(value, BdfValue):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(
-            f"expected a PCI address such as \"0000:1a:00.0\" (quote it in YAML), got {value!r}"
-        )
-    return BdfValue.parse(value)
-
-
-def _root(value: Any) -> RootValue:
-    if isinstance(value, RootValue):
-        return value
-    if not isinstance(value, str):
-        raise ValueError(f"expected a root complex id such as pci0000:80, got {value!r}")
-    return RootValue.parse(value)
-
-
-Bdf = Annotated[BdfValue, PlainValidator(_bdf)]
-RootId = Annotated[RootValue, PlainValidator(_root)]
-
-
-class _Open(BaseModel):
-    """A section that tolerates keys mokkafs does not read (they belong to other consumers)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class _Closed(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class PciIds(_Open):
+class PciIds(OpenSection):
     device_id: Word32 | None = None  # (device << 16) | vendor, NVML's packing
     subsystem_id: Word32 | None = None  # (subdevice << 16) | subvendor
     bus_id: Bdf | None = None
     revision: Byte | None = None  # mokkafs: PCI revision id (default 0xa1)
 
 
-class Pcie(_Open):
+class Pcie(OpenSection):
     max_link_gen: int = Field(default=4, ge=1, le=6)
     current_link_gen: int | None = Field(default=None, ge=1, le=6)
     max_link_width: Literal[1, 2, 4, 8, 16, 32] = 16
     current_link_width: Literal[1, 2, 4, 8, 16, 32] | None = None
 
 
-class Memory(_Open):
+class Memory(OpenSection):
     total_bytes: int | None = Field(default=None, ge=0, le=1 << 50)
 
 
-class DeviceConfig(_Open):
+class DeviceConfig(OpenSection):
     name: Text | None = None
     architecture: Text | None = None
     vbios_version: Text | None = None
@@ -123,7 +67,7 @@ class DeviceOverride(DeviceConfig):
     serial: Text | None = None
 
 
-class System(_Open):
+class System(OpenSection):
     driver_version: Text | None = None
     num_devices: int | None = Field(default=None, ge=0, le=MAX_GPUS)
     # mokkafs: which kernel module the driver is: the open one (Turing and newer's default
@@ -131,42 +75,18 @@ class System(_Open):
     kernel_modules: Literal["open", "proprietary"] = "open"
 
 
-class NvSwitch(_Open):
+class NvSwitch(OpenSection):
     bdf: Bdf
     uuid: Text | None = None
     device_id: Word16 | None = None  # mokkafs: PCI device id (default from the GPUs' architecture)
 
 
-class NvLink(_Open):
+class NvLink(OpenSection):
     version: int | None = None
     switches: list[NvSwitch] = Field(default=[], max_length=MAX_GPUS)
 
 
-PortState = Literal["DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"]
-PhysState = Literal["Polling", "Disabled", "Training", "LinkUp", "LinkErrorRecovery", "Phy Test"]
-
-
-def _upper(value: Any) -> Any:
-    return value.strip().upper() if isinstance(value, str) else value
-
-
-def _phys(value: Any) -> Any:
-    if isinstance(value, str):
-        for name in ("Polling", "Disabled", "Training", "LinkUp", "LinkErrorRecovery", "Phy Test"):
-            if value.strip().lower() == name.lower():
-                return name
-    return value
-
-
-def _link_layer(value: Any) -> Any:
-    if isinstance(value, str):
-        for name in ("InfiniBand", "Ethernet"):
-            if value.strip().lower() == name.lower():
-                return name
-    return value
-
-
-class Traffic(_Closed):
+class Traffic(ClosedSection):
     """mokkafs: the per-port traffic model counters follow (rates per second)."""
 
     xmit_bytes_per_sec: Rate = 12_500_000.0
@@ -175,29 +95,29 @@ class Traffic(_Closed):
     multicast_fraction: float = Field(default=0.001, ge=0, le=1, allow_inf_nan=False)
     xmit_wait_per_sec: Rate = 0.0
     # Error counters, e.g. {symbol_error: 0.01}; every counter not named stays 0.
-    errors_per_sec: dict[str, Rate] = {}
+    errors_per_sec: dict[str, Rate] = Field(default_factory=dict)
 
 
-class Hca(_Closed):
+class Hca(ClosedSection):
     """mokkafs: one HCA where the board has it (its function, and its RDMA device name)."""
 
     bus_id: Bdf
     name: Annotated[str, Field(pattern=r"^mlx5_\d{1,3}$")] | None = None
 
 
-class InfiniBand(_Open):
+class InfiniBand(OpenSection):
     enabled: bool = False
     hca_type: str = "MT4129"
     fw_version: Text = "28.39.2048"
     hw_rev: Text = "0x0"
     board_id: Text = "MT_0000000838"
     node_desc_template: Text = "{node_name} mlx5_{idx}"
-    link_layer: Annotated[Literal["InfiniBand", "Ethernet"], BeforeValidator(_link_layer)] = (
+    link_layer: LinkLayer = (
         "InfiniBand"
     )
     rate_gbps: int = Field(default=400, gt=0, le=12 * 200)  # 12X HDR is the widest
-    port_state: Annotated[PortState, BeforeValidator(_upper)] = "ACTIVE"
-    phys_state: Annotated[PhysState, BeforeValidator(_phys)] = "LinkUp"
+    port_state: PortStateName = "ACTIVE"
+    phys_state: PhysStateName = "LinkUp"
     hcas_per_gpu: int = Field(default=1, ge=0, le=8)
     hca_count: int = Field(default=0, ge=0, le=MAX_HCAS)
     guid_prefix: str = "a088c20300ab"
@@ -235,14 +155,14 @@ class InfiniBand(_Open):
         return digits
 
 
-class Switch(_Closed):
+class Switch(ClosedSection):
     """mokkafs: a PCIe switch below a root complex's root port: the endpoints (GPUs, HCAs,
     NVSwitches) on its downstream ports."""
 
     devices: list[Bdf] = Field(min_length=1, max_length=32)
 
 
-class RootComplex(_Open):
+class RootComplex(OpenSection):
     id: RootId
     numa_node: int = Field(default=0, ge=-1, lt=MAX_NUMA_NODES)
     devices: list[Bdf] = Field(default=[], max_length=256)
@@ -252,14 +172,14 @@ class RootComplex(_Open):
     switches: list[Switch] | None = Field(default=None, max_length=32)
 
 
-class PciId(_Closed):
+class PciId(ClosedSection):
     """mokkafs: a bridge's identity, packed like NVML's (``(device << 16) | vendor``)."""
 
     device_id: Word32
     subsystem_id: Word32 = 0
 
 
-class PcieTopology(_Open):
+class PcieTopology(OpenSection):
     root_complexes: list[RootComplex] = Field(default=[], max_length=256)
     cores_per_numa: int = Field(default=64, ge=1, le=512)
     # mokkafs: the IOMMU: on (every function in an iommu_group) or off
@@ -273,7 +193,7 @@ class PcieTopology(_Open):
     first_root_port: int = Field(default=1, ge=0, le=31)
 
 
-class Platform(_Closed):
+class Platform(ClosedSection):
     """mokkafs: what the machine says it is (DMI, /sys/class/dmi/id) and its CPU
     architecture. Serials and the UUID are made per node name and index."""
 
@@ -296,14 +216,14 @@ class Platform(_Closed):
     arch: Literal["x86_64", "aarch64"] = "x86_64"
 
 
-class Node(_Closed):
+class Node(ClosedSection):
     """mokkafs: node identity; both usually come from the command line instead."""
 
     name: Text | None = None
     index: int | None = Field(default=None, ge=0, lt=1 << 32)
 
 
-class ProcDevices(_Closed):
+class ProcDevices(ClosedSection):
     """mokkafs: the character majors the simulated drivers register in /proc/devices."""
 
     nvidia_frontend: int = Field(default=195, ge=1, le=511)  # CHRDEV_MAJOR_MAX is 512
@@ -317,7 +237,7 @@ Seconds = Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)
 MAX_FAULTS = 256
 
 
-class Fault(_Closed):
+class Fault(ClosedSection):
     """mokkafs: a fault the node suffers on purpose (docs/faults.md). ``target`` names a port
     (``mlx5_0/1``), an HCA (``mlx5_0``) or a PCI function (``0000:1b:00.0``, ``gpu0``);
     timing is relative to when the fault is first applied."""
@@ -343,13 +263,13 @@ class Fault(_Closed):
     gen: int | None = Field(default=None, ge=1, le=6)
 
 
-class FaultFile(_Closed):
+class FaultFile(ClosedSection):
     """What ``mokkafs fault apply FILE`` reads: a ``faults:`` list, as in a profile."""
 
     faults: list[Fault] = Field(max_length=MAX_FAULTS)
 
 
-class Profile(_Closed):
+class Profile(ClosedSection):
     """A whole profile document. Unknown top-level keys are errors."""
 
     version: str | int | float | None = None
