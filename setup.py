@@ -4,7 +4,7 @@ createContainer hook.
 The shim is a plain shared library, not a Python module: setuptools' Extension is only the
 portable way to have `pip install` compile C with the interpreter's toolchain. The hook is a
 static executable (a Kubernetes node runs the DaemonSet's copy of it). Both are found next to
-the package's modules (mokkafs.preload, mokkafs.cdi).
+the package's modules (mokkafs.delivery.preload, mokkafs.delivery.cdi).
 """
 
 from pathlib import Path

@@ -27,7 +27,7 @@ from mokkafs.delivery.cdi import (
     write_atomically,
 )
 from mokkafs.delivery.render import mode_string, render
-from mokkafs.errors import MokkafsError
+from mokkafs.errors import MokkafsError, UsageError
 from mokkafs.faults.effects import applied, at
 from mokkafs.host.facts import default_node_name, read_host_facts
 from mokkafs.profile.compile import Options
@@ -192,7 +192,7 @@ def _cmd_tree(args: argparse.Namespace) -> int:
     tree = _tree(_state(args))
     prefix = args.path.strip("/")
     if prefix and tree.resolve(prefix) is None:
-        raise MokkafsError(f"{prefix}: no such path in the view")
+        raise UsageError(f"{prefix}: no such path in the view")
     now = time.monotonic()
     for path, entry in tree.walk():
         if prefix and path != prefix and not path.startswith(prefix + "/"):

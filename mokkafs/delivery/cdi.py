@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mokkafs.delivery.repair import PROPAGATED
-from mokkafs.errors import CdiError, MokkafsError, UsageError
+from mokkafs.errors import CdiError, MountError, UsageError
 from mokkafs.host.mountinfo import FSTYPE, mounted_at
 
 log = logging.getLogger(__name__)
@@ -148,11 +148,11 @@ def require_serving(mountpoint: Path) -> None:
     """Raise unless a mokkafs mount serves at ``mountpoint``."""
     stack = mounted_at(os.path.abspath(mountpoint))
     if not stack or stack[-1].fstype != FSTYPE:
-        raise MokkafsError(f"{mountpoint} is not a mokkafs mount; start `mokkafs mount` first")
+        raise MountError(f"{mountpoint} is not a mokkafs mount; start `mokkafs mount` first")
     try:
         (mountpoint / "proc/devices").read_bytes()
     except OSError as exc:
-        raise MokkafsError(f"{mountpoint} does not serve ({exc.strerror})") from None
+        raise MountError(f"{mountpoint} does not serve ({exc.strerror})") from None
 
 
 def write_atomically(spec: dict[str, Any], path: Path) -> None:

@@ -26,7 +26,15 @@ from typing import Any
 
 import trio
 
-from mokkafs.errors import EXIT_USAGE, ControlError, MokkafsError, ProfileError, UsageError
+from mokkafs.errors import (
+    EXIT_INTERNAL,
+    EXIT_USAGE,
+    ControlError,
+    MokkafsError,
+    ProfileError,
+    UsageError,
+    internal_error,
+)
 from mokkafs.obs.status import Status
 from mokkafs.profile.load import parse_as
 from mokkafs.profile.schema import FaultFile
@@ -41,10 +49,24 @@ REQUEST_TIMEOUT = 10.0
 MAX_REQUEST = (1 << 20) + 4096  # a fault file is bounded like a profile
 
 
+def check_apart(path: Path, mountpoint: Path) -> None:
+    """Refuse a socket beside the mountpoint: a CDI spec binds the mountpoint's directory into
+    every container given the view, and a container's root is root to the socket too. (With
+    ``--cdi-dir``, ``check_parent`` refuses anything else in that directory; the socket would
+    only appear after that check.)"""
+    shared = Path(os.path.abspath(mountpoint)).parent
+    if Path(os.path.abspath(path.parent)) == shared:
+        raise ControlError(f"--control {path}: beside the mountpoint, in the directory "
+                           "containers given the view are handed; put it in a directory of its "
+                           "own (e.g. /run/mokkafs-control/socket)")
+
+
 def check_place(path: Path) -> None:
-    """Refuse a socket path whose directory others may write, or that holds something else."""
+    """Refuse a socket path whose directory others may write, or that holds something else.
+    A missing directory is created, mode 0700."""
     parent = path.parent
     try:
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.stat(parent)
     except OSError as exc:
         raise ControlError(f"--control {path}: its directory cannot be used: "
@@ -139,8 +161,12 @@ async def _serve_one(conn: trio.socket.SocketType, swapper: Swapper) -> None:
             answer = await handle(json.loads(data), swapper)
         except (ProfileError, UsageError) as exc:
             answer = {"ok": False, "error": str(exc), "exit": exc.exit_code}
-        except (ValueError, TypeError, AttributeError) as exc:
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:
             answer = {"ok": False, "error": f"malformed request: {exc}", "exit": EXIT_USAGE}
+        except Exception as exc:  # a bug: this request fails, the daemon serves on
+            log.exception("a control request failed")
+            answer = {"ok": False, "error": str(internal_error("the control request", exc)),
+                      "exit": EXIT_INTERNAL}
         out = json.dumps(answer).encode() + b"\n"
         with trio.move_on_after(REQUEST_TIMEOUT):
             while out:
@@ -163,7 +189,10 @@ async def serve_control(path: Path, swapper: Swapper,
 
                 async def one(c: trio.socket.SocketType = conn) -> None:
                     async with slots:
-                        await _serve_one(c, swapper)
+                        try:
+                            await _serve_one(c, swapper)
+                        except OSError as exc:  # the client went away
+                            log.info("a control client went away: %s", exc)
 
                 nursery.start_soon(one)
 

@@ -52,7 +52,7 @@ from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
-from mokkafs.serve.control import check_place, serve_control
+from mokkafs.serve.control import check_apart, check_place, serve_control
 from mokkafs.serve.faults import FaultScheduler, real_sleep_until
 from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
@@ -144,6 +144,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
     tree, counts = build(at(state, now), None)
     prepare_mountpoint(config.mountpoint)
     if config.control is not None:
+        check_apart(config.control, config.mountpoint)
         check_place(config.control)
     publisher = None
     if config.cdi is not None:

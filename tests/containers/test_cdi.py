@@ -239,7 +239,7 @@ def test_cdi_refuses_a_mountpoint_that_is_not_serving(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "mokkafs", "cdi", "--mountpoint",
                              str(tmp_path)], capture_output=True, text=True, cwd=REPO,
                             timeout=60)
-    assert result.returncode == 1
+    assert result.returncode == 3  # MountError
     assert "is not a mokkafs mount" in result.stderr
     assert result.stdout == ""
 

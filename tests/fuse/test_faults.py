@@ -243,3 +243,48 @@ def test_a_control_socket_from_a_killed_daemon_is_replaced(tmp_path: Path) -> No
             assert second.process.poll() is None
         first.process.returncode = 0  # killed on purpose
     assert not control.exists()  # removed at a clean stop
+
+
+def test_a_control_socket_beside_the_mountpoint_is_refused(tmp_path: Path) -> None:
+    share = tmp_path / "share"
+    share.mkdir(mode=0o700)
+    (share / "mnt").mkdir()
+    result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
+                             "--control", str(share / "sock"), str(share / "mnt")],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 6, result.stderr
+    assert "beside the mountpoint" in result.stderr
+    assert not os.path.ismount(share / "mnt") and not (share / "sock").exists()
+
+
+def test_a_missing_control_directory_is_made_for_root_alone(tmp_path: Path) -> None:
+    control = tmp_path / "run" / "control" / "sock"
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4", "--control", str(control)]):
+        wait_for(control.exists, 20, "the control socket")
+        assert stat.S_IMODE(os.stat(control.parent).st_mode) == 0o700
+        assert stat.S_IMODE(os.lstat(control).st_mode) == 0o600
+
+
+def test_control_clients_that_go_away_or_send_garbage_leave_the_daemon_serving(
+        tmp_path: Path) -> None:
+    import json
+    import socket
+
+    control = tmp_path / "ctl" / "sock"
+    mnt = tmp_path / "mnt"
+    with mokkafs_mount(mnt, ["--profile", "t4", "--control", str(control)]) as mount:
+        wait_for(control.exists, 20, "the control socket")
+        apply = {"op": "apply", "file": "gone.yaml",
+                 "text": "faults: [{name: g, kind: gpu-lost, target: gpu0}]"}
+        for payload in (json.dumps(apply).encode() + b"\n",  # then hang up at once
+                        b"[" * 200_000 + b"\n"):  # nesting deeper than any parser recurses
+            with socket.socket(socket.AF_UNIX) as client:
+                client.connect(str(control))
+                client.sendall(payload)
+                client.shutdown(socket.SHUT_WR)
+        listing = subprocess.run([sys.executable, "-m", "mokkafs", "fault", "--control",
+                                  str(control), "list"], capture_output=True, text=True,
+                                 cwd=REPO, timeout=60)
+        assert listing.returncode == 0, listing.stderr
+        assert listing.stdout.split()[:2] == ["g", "gpu-lost"]  # the request was carried out
+        assert mount.process.poll() is None and (mnt / "proc/devices").read_text()

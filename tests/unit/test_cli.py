@@ -30,7 +30,7 @@ def test_tree_cat_shows_text_and_binary_content() -> None:
     assert any(f" {nic}/driver -> " in line for line in lines)
     assert all(line.split(" ", 1)[1].startswith(nic) for line in lines)
     missing = mokkafs("tree", "--profile", "h100", "sys/nowhere")
-    assert missing.returncode == 1 and "no such path in the view" in missing.stderr
+    assert missing.returncode == 2 and "no such path in the view" in missing.stderr
 
 
 def test_no_infiniband_leaves_no_trace_of_it() -> None:
