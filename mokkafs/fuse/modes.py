@@ -174,10 +174,9 @@ class NoOpen(Serving):
         if isinstance(node, File) and node.dynamic and not node.error:
             return attrs.of_entry(entry, timeout, snapshot=self.snapshots.get(entry.inode),
                                   attr_timeout=0.0)
-        files = self.rounds.files_of(tree, entry) if self.rounds else []
-        if files:  # its entry lasts until its files' next step
-            fresh = files[0].node.fresh_for(self.view.clock())  # type: ignore[union-attr]
-            return attrs.of_entry(entry, min(fresh, timeout), attr_timeout=timeout)
+        if self.rounds is not None and self.rounds.files_of(tree, entry):
+            # Listed, not looked up: no round ran for it, so the next walk must ask.
+            return attrs.of_entry(entry, 0.0, attr_timeout=timeout)
         if isinstance(node, Dir) and node.merge is not None:
             # Its listing includes the host's, which changes without the tree: the mtime the
             # kernel checks its cached listing against follows a snapshot of the names.
@@ -188,17 +187,23 @@ class NoOpen(Serving):
     async def attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
         node, host = entry.node, self.view.host
         if isinstance(node, File) and node.dynamic and not node.error:
+            if self.rounds is not None and self.rounds.pushed(tree, entry):
+                async with self.rounds.lock:  # not while a round gives the kernel its bytes
+                    snap = self.snapshots.take(entry.inode, node.read(self.view.clock()),
+                                               pinned=True)
+                return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
+                                      attr_timeout=min(PUSHED_TIMEOUT, self.view.timeout))
+            # Cached until the content's next step, so no reader sees it older than that.
             now = self.view.clock()
-            snap = self.snapshots.take(entry.inode, node.read(now))
-            # Cached until the content's next step, so no reader sees it older than that
-            # (unless its directory's rounds keep the kernel's copy fresh).
-            pushed = self.rounds is not None and self.rounds.pushed(tree, entry)
-            fresh = PUSHED_TIMEOUT if pushed else node.fresh_for(now)
+            snap = self.snapshots.take(entry.inode, node.read(now), pinned=True)
             return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
-                                  attr_timeout=min(fresh, self.view.timeout))
+                                  attr_timeout=min(node.fresh_for(now), self.view.timeout))
         if self.rounds is not None and self.rounds.files_of(tree, entry):
-            await self.rounds.refresh(tree, entry, self.view.clock())
-            return self.entry_attributes(tree, entry)
+            # Its entry lasts until the step the round computed ends, not the one it ended in.
+            until = await self.rounds.refresh(tree, entry, self.view.clock())
+            left = max(0.0, until - self.view.clock())
+            return attrs.of_entry(entry, min(left, self.view.timeout),
+                                  attr_timeout=self.view.timeout)
         if host is not None and isinstance(node, Dir) and node.merge is not None:
             names = await self.view.on_host(host.listdir_merged, node.merge, OWN)
             mine = [name for name, _ in entry.children]
@@ -248,7 +253,8 @@ class NoOpen(Serving):
         if entry is not None:
             assert isinstance(entry.node, File)
             now = self.view.clock()
-            return self.snapshots.take(fh, entry.node.read(now)).content[off:off + size]
+            return self.snapshots.take(fh, entry.node.read(now),
+                                       pinned=True).content[off:off + size]
         host = self.view.host
         assert host is not None
         return await self.view.on_host(host.read, self.view.host_node(fh), size, off)

@@ -40,7 +40,12 @@ class Rounds:
         self.snapshots = snapshots
         self.kernel = kernel
         self._done: dict[int, tuple[int, trio.Event]] = {}  # unit -> (step, finished)
-        self._last: dict[int, float] = {}  # unit -> when its last round ran
+        self._last: dict[int, float] = {}  # unit -> when it was last asked for
+        # Held from computing a round's content until the kernel and the snapshots hold it,
+        # and by a GETATTR of a file rounds keep: two rounds' stores (steps k and k+1, from
+        # two threads) never cross, and no snapshot is taken while the kernel is being given
+        # other bytes.
+        self.lock = trio.Lock()
 
     def files_of(self, tree: Tree, directory: Entry) -> list[Entry]:
         """A directory's dynamic files, if rounds can keep them (all stepped), else []."""
@@ -65,8 +70,9 @@ class Rounds:
         return [f for _, ino in entry.children if ino in tree.dynamic_parents
                 for f in self.files_of(tree, tree.entries[ino])]
 
-    async def refresh(self, tree: Tree, directory: Entry, now: float) -> None:
-        """Everything the round of ``directory``'s unit covers, as of ``now``'s step."""
+    async def refresh(self, tree: Tree, directory: Entry, now: float) -> float:
+        """Everything the round of ``directory``'s unit covers, as of ``now``'s step. Returns
+        when that step ends (what the directory's entry may last until)."""
         unit = int(directory.parent)
         quantum = self.files_of(tree, directory)[0].node.quantum  # type: ignore[union-attr]
         step = math.floor(now / quantum)
@@ -75,10 +81,14 @@ class Rounds:
         done = self._done.get(unit)
         if done is not None and done[0] == step:
             await done[1].wait()
-            return
+            return (step + 1) * quantum
         units = [unit]
         if last is not None:  # and those asked for after it last time, as far as this step
             horizon = min(COREAD, (step + 1) * quantum - now)
+            gone = [u for u in self._last if u not in tree.entries]  # swapped away
+            for u in gone:
+                del self._last[u]
+                self._done.pop(u, None)
             units += [u for u, t in self._last.items() if u != unit
                       and 0 <= t - last < horizon and self._done.get(u, (None,))[0] != step]
         finished = trio.Event()
@@ -86,24 +96,36 @@ class Rounds:
             self._done[u] = (step, finished)
         try:
             await self._push([f for u in units for f in self._unit_files(tree, u)], now)
+        except BaseException:
+            for u in units:  # not done: the next asking tries again
+                if self._done.get(u, (None, None))[1] is finished:
+                    del self._done[u]
+            raise
         finally:
             finished.set()
+        return (step + 1) * quantum
 
     async def _push(self, files: list[Entry], now: float) -> None:
-        contents: list[tuple[int, bytes]] = []
-        stale: list[int] = []
-        for f in files:
-            before = self.snapshots.get(f.inode)
-            if before is None:  # the kernel holds nothing of it
-                continue
-            data = f.node.read(now)  # type: ignore[union-attr]
-            if data == before.content:
-                continue
-            if len(data) >= len(before.content):  # a store can grow a file, not shrink it
-                self.snapshots.refresh(f.inode, data)
-                contents.append((f.inode, data))
-            else:
-                self.snapshots.take(f.inode, data)
-                stale.append(f.inode)
-        if contents or stale:
-            await trio.to_thread.run_sync(self.kernel.store, contents, stale)
+        async with self.lock:
+            contents: list[tuple[int, bytes]] = []
+            stale: list[tuple[int, bytes]] = []
+            for f in files:
+                before = self.snapshots.get(f.inode)
+                if before is None:  # the kernel holds nothing of it
+                    continue
+                data = f.node.read(now)  # type: ignore[union-attr]
+                if data == before.content:
+                    continue
+                if len(data) >= len(before.content):  # a store can grow a file, not shrink it
+                    contents.append((f.inode, data))
+                else:
+                    stale.append((f.inode, data))
+            if not contents and not stale:
+                return
+            await trio.to_thread.run_sync(self.kernel.store, contents,
+                                          [inode for inode, _ in stale])
+            # Only now: until the kernel held the new bytes, a READ had to get the old ones.
+            for inode, data in contents:
+                self.snapshots.refresh(inode, data)
+            for inode, data in stale:
+                self.snapshots.take(inode, data, pinned=True)

@@ -115,6 +115,7 @@ class FaultScheduler:
     async def _next(self, changed: trio.Event) -> None:
         # From the time the view shows, not the clock's: a transition the clock has already
         # passed (a slow build, a clock that jumps) is installed late, never skipped.
+        version = self.swapper.version
         when = next_change(self.swapper.state.faults, self.swapper.shown_at)
         if when is None:
             await changed.wait()
@@ -122,8 +123,11 @@ class FaultScheduler:
         if not await self._until(when - LEAD, changed):
             return
         prepared = await self.swapper.prepare(when)
-        if await self._until(when, changed):
-            await self.swapper.transition(prepared, when)
+        if await self._until(when, changed) and \
+                await self.swapper.transition(prepared, when, version) is None:
+            # Not installed: another view came first (``changed`` is set, so this returns at
+            # once), or it cannot be built, which trying again before a change would repeat.
+            await changed.wait()
 
     async def _until(self, when: float, changed: trio.Event) -> bool:
         """Wait for the clock to reach ``when``; False if the view changed meanwhile."""

@@ -176,9 +176,14 @@ class Swapper:
             return None
         return Prepared(version, when, tree, counts)
 
-    async def transition(self, prepared: Prepared | None, when: float) -> Applied | None:
-        """Serve the view at ``when``: ``prepared`` if still current, else built now."""
+    async def transition(self, prepared: Prepared | None, when: float,
+                         version: int) -> Applied | None:
+        """Serve the view at ``when``: ``prepared`` if still current, else built now. None if
+        another view was installed since ``version`` (``when`` may be out of date) or the
+        view at ``when`` cannot be built."""
         async with self._lock:
+            if self.version != version:
+                return None
             if prepared is not None and prepared.version == self.version:
                 return await self._install(self.state, when, "transition", prepared)
             return await self._install(self.state, when, "transition")

@@ -5,7 +5,9 @@ Inode numbers are stable per (kind, path), so entries match by inode:
   and pages must go);
 - ``removed``: gone, given as the top of each removed subtree (forgetting a directory's
   dentry drops everything below it);
-- ``added``: new, given as the top of each added subtree (a negative dentry may be cached).
+- ``added``: new, given as the top of each added subtree (a negative dentry may be cached),
+  and directories that begin or cease to hold dynamic files (no-open mode gives their entries
+  another timeout, which only a new LOOKUP can bring).
 """
 
 from __future__ import annotations
@@ -44,4 +46,7 @@ def diff(old: Tree, new: Tree) -> Invalidation:
                     if ino not in new.entries and e.parent in new.entries)
     added = tuple((e.parent, e.name) for ino, e in new.entries.items()
                   if ino not in old.entries and e.parent in old.entries)
+    turned = old.dynamic_parents ^ new.dynamic_parents
+    added += tuple((new.entries[ino].parent, new.entries[ino].name) for ino in sorted(turned)
+                   if ino in old.entries and ino in new.entries)
     return Invalidation(tuple(data), tuple(attrs), removed, added)

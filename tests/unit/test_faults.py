@@ -289,6 +289,7 @@ def test_the_scheduler_survives_its_own_failure(expected_logs: list[str]) -> Non
     class Broken:
         changed = trio.Event()
         shown_at = 0.0
+        version = 0
         status = Status()
 
         @property

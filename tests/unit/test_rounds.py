@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import trio
+import trio.lowlevel
 
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.rounds import Rounds
@@ -114,3 +116,60 @@ def test_a_scrape_longer_than_a_step_computes_each_counter_once() -> None:
             assert len(batches) == 5  # one round per step the scrape spans
 
     trio.run(main)
+
+
+class SlowKernel(Kernel):
+    """Stores that take a while, in the worker thread: a second round could overtake one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stored: list[tuple[int, bytes]] = []
+        self.active = 0
+        self.overlapped = False
+        self._guard = threading.Lock()
+
+    def store(self, inode: int, data: bytes) -> None:
+        with self._guard:
+            self.active += 1
+            self.overlapped |= self.active > 1
+        time.sleep(0.002)
+        with self._guard:
+            self.active -= 1
+            self.stored.append((inode, data))
+
+
+def test_rounds_of_two_steps_never_cross_and_snapshots_follow_the_kernel() -> None:
+    t = tree()
+    kernel = SlowKernel()
+    snapshots = Snapshots()
+    rounds = Rounds(snapshots, Invalidator(kernel))
+    a = entry(t, "p1/counters/a")
+    snapshots.take(a.inode, b"0\n")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:  # step 1's round, then step 2's, at once
+            nursery.start_soon(rounds.refresh, t, entry(t, "p1/counters"), 0.15)
+            await trio.lowlevel.checkpoint()
+            nursery.start_soon(rounds.refresh, t, entry(t, "p1/counters"), 0.25)
+        ours = [data for inode, data in kernel.stored if inode == a.inode]
+        assert ours == [b"1\n", b"2\n"]  # in step order: the kernel ends with step 2's
+        snap = snapshots.get(a.inode)
+        assert snap is not None and snap.content == b"2\n"
+
+    trio.run(main)
+    assert not kernel.overlapped
+
+
+def test_units_a_swap_removed_are_forgotten() -> None:
+    t = tree()
+    rounds = Rounds(Snapshots(), Invalidator(Kernel()))
+
+    async def main() -> None:
+        for port in PORTS:
+            await rounds.refresh(t, entry(t, f"{port}/counters"), 0.15)
+        smaller = build([File(f"p1/counters/{c}", Tenths(), quantum=0.1) for c in "abc"], 2, 0)
+        await rounds.refresh(smaller, entry(smaller, "p1/counters"), 1.15)
+        await rounds.refresh(smaller, entry(smaller, "p1/counters"), 2.15)
+
+    trio.run(main)
+    assert len(rounds._last) == 1 and len(rounds._done) == 1

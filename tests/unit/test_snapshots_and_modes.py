@@ -50,3 +50,17 @@ def test_no_open_without_the_patch_and_unknown_modes_are_clear_errors() -> None:
         choose("no-open", patched=False)
     with pytest.raises(UsageError, match="not one of auto, no-open, keep-cache"):
         choose("fast", patched=True)
+
+
+def test_pinned_snapshots_outlive_the_budget_and_go_when_forgotten() -> None:
+    snaps = Snapshots(budget=100)
+    pinned = snaps.take(1, b"12345\n", pinned=True)  # a counter rounds keep fresh
+    for inode in range(10, 20):  # a walk over the host's sysfs
+        snaps.take(inode, bytes(30))
+    assert snaps.get(1) is pinned and snaps.size <= 100
+    assert snaps.refresh(1, b"12346\n").mtime_ns == pinned.mtime_ns  # stays pinned
+    for inode in range(20, 30):
+        snaps.take(inode, bytes(30))
+    assert snaps.get(1) is not None
+    snaps.forget(1)
+    assert snaps.get(1) is None

@@ -16,7 +16,7 @@ from mokkafs.state import Generation, Traffic
 from mokkafs.surfaces import build_tree, ib_traffic
 from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
-from mokkafs.tree.nodes import Dir, Symlink, text
+from mokkafs.tree.nodes import Dir, File, Symlink, text
 from tests.conftest import state_of
 from tests.helpers.mounts import REPO
 
@@ -90,6 +90,16 @@ def test_diff_and_mtimes() -> None:
     assert plan.added == ((1, "c"),)
     assert new.resolve("a/y").mtime_ns == 100  # type: ignore[union-attr]
     assert new.resolve("a/x").mtime_ns == 200  # type: ignore[union-attr]
+
+
+def test_a_directory_that_comes_to_hold_counters_is_looked_up_again() -> None:
+    # In no-open mode such a directory's entry lasts until the next step, not an hour: only a
+    # new LOOKUP brings that to a kernel that looked it up before (an ib-errors fault starts).
+    old = build([text("port/hw_counters/symbol_error", 0)], 1, 0)
+    new = build([File("port/hw_counters/symbol_error", lambda now: b"7\n", quantum=0.1)], 2, 0,
+                previous=old)
+    assert (inode_of("port", "d"), "hw_counters") in diff(old, new).added
+    assert (inode_of("port", "d"), "hw_counters") in diff(new, old).added
 
 
 def test_a_path_that_changes_kind_gets_a_new_inode() -> None:
