@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-operation latency of file-system reads, so the reader is never the bottleneck:
- *   reader OP DURATION_MS START_MONOTONIC_NS LISTFILE
+ *   reader OP DURATION_MS START_MONOTONIC_NS LISTFILE [LATFILE]
  * OP: read (open, read to EOF, close), stat, listdir (opendir, readdir to end, closedir),
  * readlink. Waits until START (so several readers start together), loops over the paths in
  * LISTFILE for DURATION_MS, and prints one JSON line: ops, errors, p50 and p99 in microseconds.
+ * With LATFILE, it also writes every latency there (native int64 nanoseconds), so percentiles
+ * can be taken over the samples of several readers together.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -55,8 +57,8 @@ static int one(const char *op, const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: reader OP DURATION_MS START_MONOTONIC_NS LISTFILE\n"
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: reader OP DURATION_MS START_MONOTONIC_NS LISTFILE [LATFILE]\n"
                         "  (DURATION_MS 0: one untimed pass over LISTFILE)\n");
         return 2;
     }
@@ -102,6 +104,11 @@ int main(int argc, char **argv) {
     if (!lat)
         return 2;
     qsort(lat, count, sizeof *lat, cmp);
+    if (argc == 6) {
+        FILE *out = fopen(argv[5], "wb");
+        if (!out || fwrite(lat, sizeof *lat, count, out) != count || fclose(out) != 0)
+            return 2;
+    }
     printf("{\"ops\": %zu, \"errors\": %zu, \"p50_us\": %.2f, \"p99_us\": %.2f}\n", count, errors,
            count ? lat[count / 2] / 1000.0 : 0.0, count ? lat[count * 99 / 100] / 1000.0 : 0.0);
     return 0;
