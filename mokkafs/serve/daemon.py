@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import logging
 import os
 import signal
@@ -142,6 +143,12 @@ async def serve(config: Config, wiring: Wiring) -> None:
     state = applied(wiring.source.initial(), now)  # its faults' timing starts now
     build = functools.partial(build_tree, surfaces=wiring.surfaces)
     tree, counts = build(at(state, now), None)
+    # What exists now (modules, the schema, the first State and tree) lives as long as the
+    # daemon, or is freed by reference counting; left to the cyclic collector, each full
+    # collection would walk it all (tens of milliseconds, a swap's whole budget) every few
+    # swaps. A swap that moves no path patches this tree, so later collections stay small.
+    gc.collect()
+    gc.freeze()
     prepare_mountpoint(config.mountpoint)
     if config.control is not None:
         check_apart(config.control, config.mountpoint)
