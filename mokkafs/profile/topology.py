@@ -145,8 +145,8 @@ def _lay_out_root(root: Root, endpoints: list[Bdf], category: dict[Bdf, Category
                   problems: Problems, out: Layout, first_port: int) -> None:
     rid = root.id
     switch_path = (*root.where, "switches")
-    declared = root.switches is not None
-    groups: list[tuple[list[Bdf], bool]] = []
+    # (members, behind a switch, the switch's index in ``switches`` when declared)
+    groups: list[tuple[list[Bdf], bool, int | None]] = []
     if root.switches is not None:
         in_switch: dict[Bdf, int] = {}
         for si, declared_members in enumerate(root.switches):
@@ -159,21 +159,23 @@ def _lay_out_root(root: Root, endpoints: list[Bdf], category: dict[Bdf, Category
                                  f"{bdf} is already on switch {in_switch[bdf]} of {rid}")
                 else:
                     in_switch[bdf] = si
-            groups.append((sorted(b for b in declared_members if in_switch.get(b) == si), True))
+            groups.append((sorted(b for b in declared_members if in_switch.get(b) == si), True,
+                           si))
         alone: dict[int, list[Bdf]] = {}  # a card's functions share its root port
         for b in endpoints:
             if b not in in_switch:
                 alone.setdefault(b.bus, []).append(b)
-        groups += [(members, False) for members in alone.values()]
+        groups += [(members, False, None) for members in alone.values()]
     else:
-        groups = [(g, len({b.bus for b in g}) > 1) for g in _derived_groups(endpoints, category)]
+        groups = [(g, len({b.bus for b in g}) > 1, None)
+                  for g in _derived_groups(endpoints, category)]
     groups = [g for g in groups if g[0]]
     groups.sort(key=lambda g: g[0][0])
     taken_buses = {b.bus for b in endpoints}
     devices_on_root = {b.device for b in endpoints if b.bus == rid.bus}
     free_devices = iter(d for d in range(first_port, 32) if d not in devices_on_root)
     above = rid.bus  # the highest bus given out so far
-    for si, (group, is_switch) in enumerate(groups):
+    for group, is_switch, declared_index in groups:
         members = list(group)
         buses = sorted({b.bus for b in members})
         on_root = [b for b in members if b.bus == rid.bus]
@@ -193,11 +195,11 @@ def _lay_out_root(root: Root, endpoints: list[Bdf], category: dict[Bdf, Category
                 _switch(rid, rid.bdf_on(port), up, down, members, buses, out)
                 above = buses[-1]
                 continue
-            if declared:
-                problems.add((*switch_path, si), f"no bus numbers left for this switch below "
-                             f"{rid}: its root port and upstream port need the two buses "
-                             f"below its lowest endpoint's ({buses[0]:#04x}) free and above "
-                             f"{above:#04x}")
+            if declared_index is not None:
+                problems.add((*switch_path, declared_index), "no bus numbers left for this "
+                             f"switch below {rid}: its root port and upstream port need the two "
+                             f"buses below its lowest endpoint's ({buses[0]:#04x}) free and "
+                             f"above {above:#04x}")
                 continue
         for bus in buses:  # a root port each
             if bus <= above:

@@ -147,6 +147,10 @@ def declared_switch(text: str) -> str:
     ('pcie_topology:\n  root_complexes:\n    - {id: "pci0000:1a", devices: ["0000:1b:00.0", '
      '"0000:1c:00.0"], switches: [{devices: ["0000:1b:00.0", "0000:1c:00.0"]}]}\n',
      "pcie_topology.root_complexes[0].switches[0]", "no bus numbers left for this switch"),
+    # declared out of bus order: the one without room is switches[0], laid out second
+    ('pcie_topology:\n  root_complexes:\n    - {id: "pci0000:15", devices: ["0000:1b:00.0", '
+     '"0000:1c:00.0"], switches: [{devices: ["0000:1c:00.0"]}, {devices: ["0000:1b:00.0"]}]}\n',
+     "pcie_topology.root_complexes[0].switches[0]", "no bus numbers left for this switch"),
     ('pcie_topology:\n  root_complexes:\n    - {id: "pci0000:15", devices: ["0000:1b:00.0", '
      '"0000:1c:00.0"], switches: [{devices: ["0000:1b:00.0"]}, {devices: ["0000:1b:00.0"]}]}\n',
      "pcie_topology.root_complexes[0].switches[1].devices[0]", "already on switch 0"),
