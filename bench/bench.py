@@ -260,9 +260,19 @@ def reads(reader: Path, hca_counts: list[int], reader_counts: list[int], ms: int
     return rows
 
 
+def spin_until(path: Path, text: str, seconds: float = 30.0) -> None:
+    """Re-read ``path`` in a tight loop (how soon it changes is what is timed) until it holds
+    ``text``; RuntimeError after ``seconds``, so a change that never comes fails the run."""
+    deadline = time.monotonic() + seconds
+    while path.read_text() != text:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path} did not read {text!r} within {seconds:.0f} s")
+
+
 def swaps(count: int, tmp: Path) -> dict[str, Any]:
     """Profile file rename -> a fresh reader sees the new content; and re-rendering a tmpfs
-    tree in place, with a reader counting failed or torn reads meanwhile."""
+    tree in place, with a reader counting failed reads and mixed pairs (two HCAs' firmware
+    from different renders) meanwhile."""
     variants = [profile_with(8, tmp, fw).read_text() for fw in ("28.39.2048", "28.40.1000")]
     live = tmp / "swap" / "node.yaml"
     live.parent.mkdir()
@@ -276,8 +286,7 @@ def swaps(count: int, tmp: Path) -> dict[str, Any]:
             staged.write_text(variants[i % 2])
             start = time.perf_counter()
             os.rename(staged, live)
-            while target.read_text() != want:
-                pass
+            spin_until(target, want)
             latencies.append((time.perf_counter() - start) * 1000)
     latencies.sort()
     inval = invalidation(64, min(count, 20), tmp)
@@ -520,11 +529,9 @@ def fault_onsets(count: int, tmp: Path) -> dict[str, Any]:
                     f"after: 0.5, for: 0.3}}]\n")
             sent = time.monotonic()
             request(control, {"op": "apply", "file": "bench", "text": text})
-            while state.read_text() != "1: DOWN\n":
-                pass
+            spin_until(state, "1: DOWN\n")
             onset.append((time.monotonic() - sent - 0.5) * 1000)
-            while state.read_text() != "4: ACTIVE\n":
-                pass
+            spin_until(state, "4: ACTIVE\n")
             end.append((time.monotonic() - sent - 0.8) * 1000)
             request(control, {"op": "clear", "names": [f"f{i}"]})
     onset.sort()
