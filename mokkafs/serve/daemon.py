@@ -188,7 +188,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
         running = _Running(config, wiring, status, publisher, Swapper(
             holder, state, counts, build=build, invalidator=invalidator, status=status,
-            metrics=metrics, clock=wiring.clock,
+            metrics=metrics, clock=wiring.clock, shown_at=now,
             publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)

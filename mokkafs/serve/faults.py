@@ -123,6 +123,9 @@ class FaultScheduler:
         if not await self._until(when - LEAD, changed):
             return
         prepared = await self.swapper.prepare(when)
+        if prepared is None:  # cannot be built (logged and reported): only a new view can help
+            await changed.wait()
+            return
         if await self._until(when, changed) and \
                 await self.swapper.transition(prepared, when, version) is None:
             # Not installed: another view came first (``changed`` is set, so this returns at

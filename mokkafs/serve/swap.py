@@ -69,9 +69,10 @@ class Swapper:
     def __init__(self, holder: TreeHolder, profile: State, counts: dict[str, int], *,
                  build: Build, invalidator: Invalidator, status: Status, metrics: Metrics,
                  publish: Publish | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 shown_at: float | None = None) -> None:
         """``profile``: the first State, whose view ``holder`` already serves (its faults'
-        origins set, see ``faults.effects.applied``)."""
+        origins set, see ``faults.effects.applied``), as of ``shown_at`` (default: now)."""
         self.holder = holder
         self.profile = profile  # as the source gave it
         self.state = profile  # and with the faults applied at run time
@@ -85,7 +86,7 @@ class Swapper:
         self.version = 0  # grows with every install
         self.changed = trio.Event()  # set (and replaced) at every install
         self._lock = trio.Lock()
-        self.shown_at = clock()  # the time the view served shows
+        self.shown_at = clock() if shown_at is None else shown_at  # what the view shows
         self._record(profile, counts, self.shown_at)
 
     @property

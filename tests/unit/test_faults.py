@@ -306,3 +306,103 @@ def test_the_scheduler_survives_its_own_failure(expected_logs: list[str]) -> Non
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+class NullKernel:
+    def invalidate_inode(self, inode: int, attr_only: bool) -> None:
+        pass
+
+    def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None:
+        pass
+
+    def store(self, inode: int, data: bytes) -> None:
+        pass
+
+
+def test_an_onset_between_the_first_build_and_the_swapper_is_installed_late(
+        tmp_path: Path) -> None:
+    """The first view shows t=0; by the time the swapper exists the clock says 10. An onset at
+    5 is installed (late, as of 5), not skipped for the end at 25."""
+    import trio
+
+    from mokkafs.fuse.invalidate import Invalidator
+    from mokkafs.fuse.view import TreeHolder
+    from mokkafs.obs.metrics import Metrics
+    from mokkafs.obs.status import Status
+    from mokkafs.serve.faults import FaultScheduler
+    from mokkafs.serve.swap import Swapper
+    from mokkafs.surfaces import build_tree
+
+    state = applied(with_faults(tmp_path, "  - {name: d, kind: ib-port-down, target: mlx5_0/1, "
+                                          "after: 5, for: 20}\n"), 0.0)
+    tree, counts = build_tree(at(state, 0.0))
+
+    async def main() -> None:
+        status = Status()
+        swapper = Swapper(TreeHolder(tree), state, counts, build=build_tree,
+                          invalidator=Invalidator(NullKernel()), status=status,
+                          metrics=Metrics(status), clock=lambda: 10.0, shown_at=0.0)
+        async def never(when: float) -> None:  # the clock stays at 10
+            await trio.sleep_forever()
+
+        scheduler = FaultScheduler(swapper, lambda: 10.0, never)
+        installed = swapper.changed
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(scheduler.run)
+            with trio.fail_after(30):
+                await installed.wait()
+            assert swapper.shown_at == 5.0
+            assert port_file(swapper.holder.tree, state, "state") == "1: DOWN\n"
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+def test_a_transition_that_cannot_be_built_is_tried_once(tmp_path: Path,
+                                                         expected_logs: list[str]) -> None:
+    """Builds are pure: a view that failed to build ahead of its time would fail again at its
+    time, so the scheduler reports it once and waits for a new view."""
+    import trio
+    import trio.testing
+
+    from mokkafs.fuse.invalidate import Invalidator
+    from mokkafs.fuse.view import TreeHolder
+    from mokkafs.obs.metrics import Metrics
+    from mokkafs.obs.status import Status
+    from mokkafs.serve.faults import FaultScheduler
+    from mokkafs.serve.swap import Swapper
+    from mokkafs.surfaces import build_tree
+
+    expected_logs.append("building the view for a fault transition failed")
+    state = applied(with_faults(tmp_path, "  - {name: d, kind: ib-port-down, target: mlx5_0/1, "
+                                          "after: 5, for: 20}\n"), 0.0)
+    tree, counts = build_tree(at(state, 0.0))
+    builds: list[str] = []
+
+    def broken(s: State, previous: Tree | None) -> tuple[Tree, dict[str, int]]:
+        builds.append(s.source)
+        raise RuntimeError("a surface bug")
+
+    async def main() -> None:
+        status = Status()
+        swapper = Swapper(TreeHolder(tree), state, counts, build=broken,
+                          invalidator=Invalidator(NullKernel()), status=status,
+                          metrics=Metrics(status), clock=lambda: 10.0, shown_at=0.0)
+
+        async def never(when: float) -> None:
+            await trio.sleep_forever()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(FaultScheduler(swapper, lambda: 10.0, never).run)
+            with trio.fail_after(30):
+                while status.apply_errors.get("build", 0) == 0:
+                    await trio.testing.wait_all_tasks_blocked()
+                    await trio.sleep(0)  # noqa: ASYNC115 (let a worker thread's result in)
+            for _ in range(20):  # time for a second attempt, were there one
+                await trio.to_thread.run_sync(lambda: None)
+                await trio.testing.wait_all_tasks_blocked()
+            assert len(builds) == 1 and status.apply_errors == {"build": 1}
+            assert swapper.version == 0
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
