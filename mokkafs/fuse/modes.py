@@ -174,7 +174,7 @@ class NoOpen(Serving):
         if isinstance(node, File) and node.dynamic and not node.error:
             return attrs.of_entry(entry, timeout, snapshot=self.snapshots.get(entry.inode),
                                   attr_timeout=0.0)
-        if self.rounds is not None and self.rounds.files_of(tree, entry):
+        if self.rounds is not None and self.rounds.keeps(tree, entry):
             # Listed, not looked up: no round ran for it, so the next walk must ask.
             return attrs.of_entry(entry, 0.0, attr_timeout=timeout)
         if isinstance(node, Dir) and node.merge is not None:
@@ -198,7 +198,7 @@ class NoOpen(Serving):
             snap = self.snapshots.take(entry.inode, node.read(now), pinned=True)
             return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
                                   attr_timeout=min(node.fresh_for(now), self.view.timeout))
-        if self.rounds is not None and self.rounds.files_of(tree, entry):
+        if self.rounds is not None and self.rounds.keeps(tree, entry):
             # Its entry lasts until the step the round computed ends, not the one it ended in.
             until = await self.rounds.refresh(tree, entry, self.view.clock())
             left = max(0.0, until - self.view.clock())

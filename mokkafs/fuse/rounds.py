@@ -29,7 +29,6 @@ import trio
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.snapshots import Snapshots
 from mokkafs.tree.build import Entry, Tree
-from mokkafs.tree.nodes import File
 
 PUSHED_TIMEOUT = 60.0  # attributes of a file its rounds keep fresh
 COREAD = 1.0  # seconds apart that units' last rounds were, to be refreshed together
@@ -47,28 +46,28 @@ class Rounds:
         # other bytes.
         self.lock = trio.Lock()
 
-    def files_of(self, tree: Tree, directory: Entry) -> list[Entry]:
-        """A directory's dynamic files, if rounds can keep them (all stepped), else []."""
-        if directory.inode not in tree.dynamic_parents:
-            return []
-        files = [tree.entries[ino] for _, ino in directory.children]
-        files = [f for f in files if isinstance(f.node, File) and f.node.dynamic
-                 and not f.node.error]
-        return files if all(f.node.quantum > 0 for f in files  # type: ignore[union-attr]
-                            ) else []
+    @staticmethod
+    def keeps(tree: Tree, directory: Entry) -> bool:
+        """Whether rounds keep a directory's dynamic files (all are stepped)."""
+        return directory.inode in tree.stepped
 
-    def pushed(self, tree: Tree, file: Entry) -> bool:
+    @staticmethod
+    def files_of(tree: Tree, directory: Entry) -> list[Entry]:
+        """A directory's dynamic files, if rounds can keep them, else []."""
+        return [tree.entries[ino] for ino in tree.stepped.get(directory.inode, ())]
+
+    @staticmethod
+    def pushed(tree: Tree, file: Entry) -> bool:
         """Whether a dynamic file is kept fresh by its directory's rounds."""
-        parent = tree.entries.get(file.parent)
-        return parent is not None and bool(self.files_of(tree, parent))
+        return file.parent in tree.stepped
 
     def _unit_files(self, tree: Tree, unit: int) -> list[Entry]:
         """The files of a unit: the dynamic files of its child directories."""
         entry = tree.get(unit)
         if entry is None:
             return []
-        return [f for _, ino in entry.children if ino in tree.dynamic_parents
-                for f in self.files_of(tree, tree.entries[ino])]
+        return [tree.entries[f] for _, ino in entry.children
+                for f in tree.stepped.get(ino, ())]
 
     async def refresh(self, tree: Tree, directory: Entry, now: float) -> float:
         """Everything the round of ``directory``'s unit covers, as of ``now``'s step. Returns

@@ -106,6 +106,19 @@ class Tree:
         return frozenset(e.parent for e in self.entries.values()
                          if isinstance(e.node, File) and e.node.dynamic)
 
+    @functools.cached_property
+    def stepped(self) -> dict[Inode, tuple[Inode, ...]]:
+        """The directories whose readable dynamic files all change only at steps (a quantum),
+        with those files: what rounds can keep fresh (``mokkafs.fuse.rounds``)."""
+        out: dict[Inode, tuple[Inode, ...]] = {}
+        for directory in self.dynamic_parents:
+            files = [f for _, ino in self.entries[directory].children
+                     if isinstance((f := self.entries[ino]).node, File) and f.node.dynamic
+                     and not f.node.error]
+            if files and all(f.node.quantum > 0 for f in files):  # type: ignore[union-attr]
+                out[directory] = tuple(f.inode for f in files)
+        return out
+
     def resolve(self, path: str) -> Entry | None:
         """The entry at a mount-relative path, without following symlinks."""
         entry = self.entries[ROOT_INODE]
