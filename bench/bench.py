@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mokkafs.testing import free_port, samples
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 PY = sys.executable
@@ -61,12 +63,6 @@ def profile_with(hcas: int, tmp: Path, fw: str = "28.39.2048") -> Path:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Daemon:
     proc: subprocess.Popen[bytes]
@@ -88,8 +84,9 @@ class Daemon:
             return str(r.read().decode())
 
     def metric(self, name: str) -> float:
-        return sum(float(line.rsplit(" ", 1)[1]) for line in self.metrics().splitlines()
-                   if line.startswith(name + " ") or line.startswith(name + "{"))
+        """A metric's value, summed over its labels."""
+        return sum(value for series, value in samples(self.metrics()).items()
+                   if series == name or series.startswith(name + "{"))
 
     def requests(self) -> float:
         return self.metric("mokkafs_fuse_requests_total")

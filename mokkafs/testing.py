@@ -1,6 +1,7 @@
 """Running a mokkafs daemon from tests and benchmarks (as ``trio.testing`` serves trio's users):
 start ``mokkafs mount`` in a subprocess, wait until it serves, stop it by its PID, and read its
-metrics. The test suite and bench/ both use these, so there is one way to do each.
+metrics. The test suite uses these, and bench/ their port and metrics helpers, so there is one
+way to do each.
 """
 
 from __future__ import annotations

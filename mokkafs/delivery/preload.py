@@ -10,31 +10,41 @@ import shlex
 from pathlib import Path
 
 from mokkafs.errors import MokkafsError
-from mokkafs.surfaces import modules
+from mokkafs.surfaces import (
+    dmi,
+    infiniband,
+    iommu,
+    modules,
+    pci,
+    pci_bus,
+    proc_devices,
+    proc_driver_nvidia,
+    rdma_cm,
+)
 
 PACKAGE = Path(__file__).resolve().parents[1]  # where pip builds the shim
 
 # Every path the surfaces describe outside the directories they share with the host's own
 # (sys/module, sys/class/misc, ...), as whole components; /sys/devices/pciDDDD:BB, the host
-# bridges, is matched by pattern in native/path_map.c.
-REDIRECTED: tuple[str, ...] = (
-    "/sys/bus/pci",
-    "/sys/class/infiniband",
-    "/sys/class/infiniband_verbs",
-    "/sys/class/infiniband_mad",
-    "/sys/class/pci_bus",
-    "/sys/kernel/iommu_groups",
-    "/sys/devices/virtual/dmi",
-    "/sys/class/dmi",
-    "/sys/devices/virtual/misc/rdma_cm",
-    "/sys/class/misc/rdma_cm",
-    *(f"/sys/module/{name}" for name in modules.NAMES),
-    "/proc/devices",
-    "/proc/driver/nvidia",
-    "/proc/driver/nvidia-caps",
-    "/proc/modules",
-    "/dev/infiniband",
-)
+# bridges, is matched by pattern in native/path_map.c. Spelled by the surfaces' own constants,
+# so a path moves in one place.
+REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
+    pci.BUS_PCI,
+    *(f"{infiniband.CLASS}/{name}" for name in ("infiniband", "infiniband_verbs",
+                                                 "infiniband_mad")),
+    pci_bus.CLASS,
+    iommu.GROUPS,
+    dmi.DEVICE.rpartition("/")[0],  # the dmi device, whose id/ holds the attributes
+    dmi.CLASS,
+    rdma_cm.DEVICE,
+    f"{rdma_cm.CLASS}/rdma_cm",
+    *(f"{modules.MODULES}/{name}" for name in modules.NAMES),
+    proc_devices.PATH,
+    proc_driver_nvidia.DRIVER,
+    proc_driver_nvidia.CAPS,
+    modules.PROC_MODULES,
+    rdma_cm.DEV.rpartition("/")[0],  # dev/infiniband: rdma_cm and the verbs and MAD nodes
+))
 
 
 def library() -> Path:

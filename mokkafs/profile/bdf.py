@@ -32,11 +32,6 @@ class Bdf:
                              f"(device 00-1f, function 0-7), got {text!r}")
         return cls(*(int(g, 16) for g in m.groups()))
 
-    @property
-    def bus_id(self) -> str:
-        """The bus as sysfs names it: ``0000:1a``."""
-        return f"{self.domain:04x}:{self.bus:02x}"
-
     def on(self, bus: int, device: int = 0, function: int = 0) -> Bdf:
         """A function on another bus of the same domain."""
         return Bdf(self.domain, bus, device, function)

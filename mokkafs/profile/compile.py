@@ -2,8 +2,9 @@
 
 The concerns live beside this module: the devices a profile names (``devices``), where they
 sit and the bridges above them (``topology``), the HCAs (``infiniband``), the machine around
-them (``platform``). This module puts them together into PCI functions and the State; every
-problem found is collected in one ``Problems`` and reported at once, naming its YAML path.
+them (``platform``). This module puts them together into PCI functions and the State. The
+problems of each stage are collected in one ``Problems`` and reported together, each naming its
+YAML path; a stage that depends on an earlier one runs only once that one has none.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mokkafs.state import (
     Bar,
     Bridge,
     CharMajor,
+    DeviceKind,
     Generation,
     Hca,
     HostFacts,
@@ -71,7 +73,7 @@ def _parse_cpulist(text: str) -> tuple[int, ...]:
 def _root_complexes(profile: Profile, found: dict[RootId, topology.Root],
                     problems: Problems) -> tuple[tuple[RootComplex, ...], int]:
     """Every host bridge with its NUMA node and local CPUs, and the node's CPU count."""
-    cores = profile.pcie_topology.cores_per_numa if profile.pcie_topology else 64
+    cores = (profile.pcie_topology or PcieTopology()).cores_per_numa
     cpus: dict[RootId, tuple[int, ...]] = {}
     for rid, root in found.items():
         if root.cpu_affinity:
@@ -98,7 +100,7 @@ def _root_complexes(profile: Profile, found: dict[RootId, topology.Root],
 class _Endpoint:
     """What a function is, before the hierarchy says where: identity, link, BARs to take."""
 
-    kind: str
+    kind: DeviceKind
     vendor: int
     device: int
     subsystem_vendor: int
@@ -186,7 +188,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         loaded_at=options.loaded_at,
         platform=platform(profile, options.node_name, options.node_index),
         driver=driver(profile),
-        iommu=profile.pcie_topology.iommu if profile.pcie_topology else True,
+        iommu=topo.iommu,
         host=options.host,
         started_at=options.started_at,
         counter_quantum=options.counter_quantum,
@@ -243,7 +245,7 @@ def _functions(profile: Profile, endpoints: dict[Bdf, _Endpoint], placement: dic
         parent = layout.parent.get(bdf)
         made[bdf] = PciFunction(
             bdf=str(bdf), root=str(root), path=path(bdf, root),
-            parent=None if parent is None else str(parent), kind=e.kind,  # type: ignore[arg-type]
+            parent=None if parent is None else str(parent), kind=e.kind,
             vendor=e.vendor, device=e.device, subsystem_vendor=e.subsystem_vendor,
             subsystem_device=e.subsystem_device, class_code=e.class_code, revision=e.revision,
             driver=e.driver, irq=0, numa_node=rc.numa_node, cpus=rc.cpus, link=e.link, bars=(),

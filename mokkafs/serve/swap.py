@@ -3,7 +3,7 @@ one assignment, then tell the kernel what changed (from a worker thread), and re
 
 Three things change the view: a new State from the source (the profile), a change of the
 faults applied at run time (``mokkafs fault``, through ``FaultBook``), and the clock reaching a
-fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through ``install``, one
+fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through ``_install``, one
 at a time: ``state`` is the State with its faults (their origins set, counters carried), and
 the view is ``at(state, when)``, the State as its faults make it at that time.
 
@@ -58,7 +58,6 @@ class Prepared:
     """A view built ahead of a transition: valid while ``version`` is the swapper's."""
 
     version: int
-    when: float
     tree: Tree
     counts: dict[str, int]
 
@@ -175,7 +174,7 @@ class Swapper:
             self._fail("build", f"a fault transition of generation {state.generation} "
                        f"cannot be built: {internal_error('building the view', exc)}")
             return None
-        return Prepared(version, when, tree, counts)
+        return Prepared(version, tree, counts)
 
     async def transition(self, prepared: Prepared | None, when: float,
                          version: int) -> Applied | None:
@@ -185,9 +184,9 @@ class Swapper:
         async with self._lock:
             if self.version != version:
                 return None
-            if prepared is not None and prepared.version == self.version:
-                return await self._install(self.state, when, "transition", prepared)
-            return await self._install(self.state, when, "transition")
+            current = prepared if prepared is not None and prepared.version == self.version \
+                else None
+            return await self._install(self.state, when, "transition", current)
 
     async def _install(self, state: State, when: float, reason: str,
                        prepared: Prepared | None = None) -> Applied | None:

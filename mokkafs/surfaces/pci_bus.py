@@ -33,8 +33,7 @@ def nodes(state: State) -> Iterator[Node]:
     # The simulated buses alone: the host's are hidden, as its PCI devices are.
     yield Dir(CLASS)
     for root in state.roots:
-        domain, bus = root.id[3:].split(":")
-        yield from _bus(f"sys/devices/{root.id}", f"{domain}:{bus}", root.cpus, state.nr_cpus)
+        yield from _bus(f"sys/devices/{root.id}", root.id[3:], root.cpus, state.nr_cpus)
     for fn in state.functions:
         if fn.bridge is not None:
             bus_id = f"{fn.bdf[:4]}:{fn.bridge.secondary:02x}"
