@@ -2,16 +2,26 @@
 
 Facts the daemon keeps anyway (generation, inodes, counts of swaps and errors) are read from
 its ``Status`` at scrape time by a collector; only what happens per event (request and swap
-durations) is recorded here.
+durations) is recorded here. FUSE requests are counted in plain lists on the loop's thread
+(``Requests``) and turned into metric families at scrape time: prometheus_client's labelled
+Counter and Histogram take a lock and walk the buckets on every request, a cost that was a
+tenth of a request's daemon CPU.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import get_args
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from mokkafs.obs.status import Status
@@ -73,6 +83,37 @@ class StatusCollector(Collector):
         yield moved
 
 
+class Requests(Collector):
+    """FUSE requests by operation: seconds in all, and a count per duration bucket (the
+    count of requests is their sum). Recorded on the FUSE loop's thread; collected from the
+    scrape's worker thread, which copies each row whole (one list copy under the GIL), so
+    counts and buckets always agree and the sum lags by at most the request in flight."""
+
+    def __init__(self) -> None:
+        self.ops: dict[str, list[float]] = {}  # op -> [seconds, per bucket..., above the last]
+
+    def observe(self, op: str, seconds: float) -> None:
+        row = self.ops.get(op)
+        if row is None:
+            row = self.ops[op] = [0.0] * (len(FUSE_BUCKETS) + 2)
+        row[1 + bisect_left(FUSE_BUCKETS, seconds)] += 1  # le: the first bound >= seconds
+        row[0] += seconds
+
+    def collect(self) -> Iterator[Metric]:
+        count = CounterMetricFamily("mokkafs_fuse_requests", "FUSE requests by operation",
+                                    labels=["op"])
+        hist = HistogramMetricFamily("mokkafs_fuse_request_duration_seconds",
+                                     "Time to answer a FUSE request, by operation",
+                                     labels=["op"])
+        bounds = [*map(str, FUSE_BUCKETS), "+Inf"]
+        for op, row in sorted((op, row[:]) for op, row in list(self.ops.items())):
+            cumulative = list(accumulate(row[1:]))
+            count.add_metric([op], cumulative[-1])
+            hist.add_metric([op], list(zip(bounds, cumulative, strict=True)), sum_value=row[0])
+        yield count
+        yield hist
+
+
 class Metrics:
     def __init__(self, status: Status) -> None:
         r = self.registry = CollectorRegistry()
@@ -84,17 +125,6 @@ class Metrics:
             "mokkafs_invalidation_duration_seconds",
             "Sending one swap's kernel cache invalidations (a worker thread)",
             buckets=SWAP_BUCKETS, registry=r)
-        self.fuse_requests = Counter("mokkafs_fuse_requests", "FUSE requests by operation",
-                                     ["op"], registry=r)
-        self.fuse_seconds = Histogram("mokkafs_fuse_request_duration_seconds",
-                                      "Time to answer a FUSE request, by operation", ["op"],
-                                      buckets=FUSE_BUCKETS, registry=r)
-        self._per_op: dict[str, tuple[Counter, Histogram]] = {}
-
-    def observe_request(self, op: str, seconds: float) -> None:
-        children = self._per_op.get(op)
-        if children is None:
-            children = self._per_op[op] = (self.fuse_requests.labels(op),
-                                           self.fuse_seconds.labels(op))
-        children[0].inc()
-        children[1].observe(seconds)
+        self.requests = Requests()
+        r.register(self.requests)
+        self.observe_request = self.requests.observe
