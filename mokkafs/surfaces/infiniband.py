@@ -69,7 +69,10 @@ class CounterText:
 
     def __call__(self, now: float) -> bytes:
         t = ib_traffic.elapsed(now, self.started_at, self.quantum)
-        return f"{ib_traffic.counter(self.traffic, self.name, t)}\n".encode()
+        value = ib_traffic.counters_at(self.traffic, t).get(self.name)
+        if value is None:  # a counter this traffic never moves
+            value = ib_traffic.counter(self.traffic, self.name, t)
+        return f"{value}\n".encode()
 
 
 def _counter_file(path: str, port: IbPort, name: str, state: State) -> File:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mokkafs.profile import identity as ib_identity
-from mokkafs.state import Traffic
+from mokkafs.state import Traffic, Windows
 from mokkafs.surfaces import ib_traffic
 from mokkafs.surfaces.infiniband import device_numbers, rate_text
 from mokkafs.tree.nodes import File, Symlink
@@ -230,3 +230,32 @@ def test_profile_traffic_model_and_unknown_error_counter(tmp_path: Path) -> None
 
     with pytest.raises(ProfileError, match=r"infiniband\.traffic\.errors_per_sec\.symbol_errors"):
         state_of(path)
+
+
+_NAMES = (*ib_traffic.COUNTERS, "out_of_sequence", "rnr_nak_retry_err")
+_rates = st.floats(0.0, 1e11, allow_nan=False)
+_times = st.floats(0.0, 1e6, allow_nan=False)
+
+
+@st.composite
+def _traffics(draw: st.DrawFn) -> Traffic:
+    names = st.sampled_from(_NAMES)
+    pauses = sorted(draw(st.lists(st.tuples(_times, _times), max_size=3)))
+    return Traffic(
+        draw(_rates), draw(_rates), draw(st.floats(64.0, 4096.0)), draw(st.floats(0.0, 1.0)),
+        draw(st.floats(0.0, 1e6)), tuple(draw(st.lists(st.tuples(names, st.floats(0, 1e4)),
+                                                       max_size=4))),
+        origin=draw(_times), base=tuple(draw(st.lists(
+            st.tuples(names, st.integers(0, 2**40)), max_size=3, unique_by=lambda b: b[0]))),
+        windows=Windows(pauses=tuple((min(a, b), max(a, b)) for a, b in pauses),
+                        bursts=tuple(draw(st.lists(st.tuples(names, st.floats(0, 1e4), _times,
+                                                             _times), max_size=3)))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_traffics(), _times)
+def test_a_port_computed_at_once_is_every_counter_computed_alone(traffic: Traffic,
+                                                                t: float) -> None:
+    together = ib_traffic.counters_at(traffic, t)
+    for name in {*_NAMES, *together}:
+        assert together.get(name, 0) == ib_traffic.counter(traffic, name, t), name
