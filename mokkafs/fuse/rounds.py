@@ -1,15 +1,20 @@
-"""Rounds (no-open mode): dynamic files kept fresh in the kernel's page cache a directory at a
-time, so a scrape of a port's counters costs one request per directory, not a GETATTR and a
-READ per file.
+"""Rounds (no-open mode): dynamic files kept fresh in the kernel's page cache a unit at a time,
+so a scrape of a port's counters costs one request per port, not a GETATTR and a READ per file.
 
-A directory of dynamic files (a port's ``counters/``) has an entry that expires at its files'
-next step (the staleness quantum), and its files keep their attributes and pages for
-``PUSHED_TIMEOUT``. The first path walk to one of them after the step asks the daemon once (a
-LOOKUP of the directory); the round then computes that step's content of every such file the
-kernel holds, in this directory and its sibling directories (``counters_ext/``,
-``hw_counters/``), and puts it into the kernel's page cache (FUSE notify_store, from a worker
-thread) before the LOOKUP is answered. Content that grew only needs the kernel to learn the
-size (one GETATTR); content that shrank (never, for counters) is invalidated instead.
+A unit is a directory whose subdirectories hold stepped files (an IB port, with
+``counters/``, ``counters_ext/`` and, under faults, ``hw_counters/``; a PCI function, with
+``power/``). Its files keep their attributes and pages for ``PUSHED_TIMEOUT``; what expires at
+their next step (the staleness quantum) is the entry of the unit's trigger (``Tree.triggers``):
+the unit itself where it is marked so (``Dir.unit``, an IB port: one request for all its
+directories), else each stepped directory (``power/``: so a walk of a PCI function that does
+not enter it asks nothing). The first path walk through a trigger after the step asks the
+daemon once (a LOOKUP); the round then computes that step's content of every stepped file of
+the unit the kernel holds, and puts it into the kernel's page cache (FUSE notify_store, from
+a worker thread) before the LOOKUP is answered. Content that grew only needs the kernel to
+learn the size (one GETATTR); content that shrank (never, for counters) is invalidated
+instead. A reader that opens files relative to a directory below the trigger (a cwd, an
+``openat`` descriptor) walks through no trigger: it sees new values when the attributes
+expire (``PUSHED_TIMEOUT``), or when another walk runs the unit's round.
 
 Directories read together (a scrape walks every port within a second) are refreshed together
 the next time: a round also takes the units that were last asked for after this one, as long
@@ -48,13 +53,8 @@ class Rounds:
 
     @staticmethod
     def keeps(tree: Tree, directory: Entry) -> bool:
-        """Whether rounds keep a directory's dynamic files (all are stepped)."""
-        return directory.inode in tree.stepped
-
-    @staticmethod
-    def files_of(tree: Tree, directory: Entry) -> list[Entry]:
-        """A directory's dynamic files, if rounds can keep them, else []."""
-        return [tree.entries[ino] for ino in tree.stepped.get(directory.inode, ())]
+        """Whether a directory is a trigger: its lookup runs its unit's round."""
+        return directory.inode in tree.triggers
 
     @staticmethod
     def pushed(tree: Tree, file: Entry) -> bool:
@@ -70,10 +70,10 @@ class Rounds:
                 for f in tree.stepped.get(ino, ())]
 
     async def refresh(self, tree: Tree, directory: Entry, now: float) -> float:
-        """Everything the round of ``directory``'s unit covers, as of ``now``'s step. Returns
-        when that step ends (what the directory's entry may last until)."""
-        unit = int(directory.parent)
-        quantum = self.files_of(tree, directory)[0].node.quantum  # type: ignore[union-attr]
+        """Everything the round of trigger ``directory``'s unit covers, as of ``now``'s step.
+        Returns when that step ends (what the trigger's entry may last until)."""
+        unit = int(tree.triggers[directory.inode])
+        quantum = self._unit_files(tree, unit)[0].node.quantum  # type: ignore[union-attr]
         step = math.floor(now / quantum)
         last = self._last.get(unit)
         self._last[unit] = now  # when it was asked for (a companion refreshed is not asked)

@@ -85,5 +85,5 @@ def build_tree(state: State, previous: Tree | None = None,
     if tree is None:
         nodes = [node for part in parts.values() for node in part[1]]
         tree = build(nodes, state.generation, mtime, previous, parts)
-    _ = tree.stepped  # computed here, off the FUSE loop (builds run in worker threads)
+    _ = tree.triggers  # (and stepped) computed here, off the FUSE loop: builds run in threads
     return tree, counts

@@ -82,7 +82,7 @@ def _counter_file(path: str, port: IbPort, name: str, state: State) -> File:
 
 def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:
     p = f"{base}/ports/{port.number}"
-    yield Dir(p)
+    yield Dir(p, unit=True)  # a scrape's walk to counters/ and counters_ext/: one request
     yield text(f"{p}/state", f"{PORT_STATES[port.state]}: {port.state}")
     number, name = PHYS_STATES[port.phys_state]
     yield text(f"{p}/phys_state", f"{number}: {name}")

@@ -119,6 +119,18 @@ class Tree:
                 out[directory] = tuple(f.inode for f in files)
         return out
 
+    @functools.cached_property
+    def triggers(self) -> dict[Inode, Inode]:
+        """Directories whose entry starts a round, with the unit the round is for: a stepped
+        directory's parent marked as a unit (``Dir.unit``) is both; a stepped directory whose
+        parent is not is the trigger of a unit of its parent."""
+        out: dict[Inode, Inode] = {}
+        for directory in self.stepped:
+            parent = self.entries[directory].parent
+            node = self.entries[parent].node
+            out[parent if isinstance(node, Dir) and node.unit else directory] = parent
+        return out
+
     def resolve(self, path: str) -> Entry | None:
         """The entry at a mount-relative path, without following symlinks."""
         entry = self.entries[ROOT_INODE]

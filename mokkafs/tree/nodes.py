@@ -21,12 +21,16 @@ Render = Callable[[Clock], bytes]
 class Dir:
     """A directory. With ``merge`` set, it also shows the entries of that directory of the
     host's sysfs (a path relative to its root, "" for the root itself), read when asked,
-    except names matching a ``hide`` pattern and names the tree itself has."""
+    except names matching a ``hide`` pattern and names the tree itself has. With ``unit``
+    set, the stepped files of its subdirectories are refreshed together when its own entry
+    is looked up (an IB port: ``counters/`` and ``counters_ext/`` in one request a step;
+    ``mokkafs.fuse.rounds``); every path to them passes through it."""
 
     path: str
     mode: int = 0o755
     merge: str | None = None
     hide: tuple[str, ...] = ()
+    unit: bool = False
 
     def hides(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.hide)

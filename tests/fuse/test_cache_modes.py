@@ -167,9 +167,10 @@ def test_stock_pyfuse3_falls_back_to_keep_cache(tmp_path: Path) -> None:
 
 
 def test_a_port_refreshes_in_one_request_per_step(tmp_path: Path) -> None:
-    """No-open mode: reading all of a port's counters in a new step costs one LOOKUP of their
-    directory (the daemon puts the step's values into the kernel's page cache), not a GETATTR
-    and a READ per file; every file shows its value of the step."""
+    """No-open mode: reading all of a port's counters (counters/ and counters_ext/) in a new
+    step costs one LOOKUP, of the port's directory (the daemon puts the step's values into the
+    kernel's page cache), not a GETATTR and a READ per file; every file shows its value of
+    the step."""
     clock = tmp_path / "clock"
     clock.write_text("1000.0")
     mnt = tmp_path / "mnt"
@@ -182,9 +183,11 @@ def test_a_port_refreshes_in_one_request_per_step(tmp_path: Path) -> None:
     with mokkafs_mount(mnt, args, command=command) as mount:
         counters = mount.path / COUNTER.rsplit("/", 1)[0]
         files = sorted(counters.iterdir())
-        assert len(files) > 20
-        for _ in range(2):
-            assert all(int(f.read_text()) == 0 for f in files)  # step 1000.0: all zero
+        ext = counters.parent / "counters_ext"  # the port's other directory: same round
+        ext_files = sorted(ext.iterdir())
+        assert len(files) > 20 and len(ext_files) == len(ib_traffic.COUNTERS_EXT)
+        for _ in range(2):  # step 1000.0: all zero
+            assert all(int(f.read_text()) == 0 for f in files + ext_files)
         clock.write_text("1000.5")  # step 1000.4: 0.4 s of traffic
         before = requests(url)
         expect = {f.name: ib_traffic.counter(traffic, f.name, 0.4) for f in files}
@@ -192,9 +195,12 @@ def test_a_port_refreshes_in_one_request_per_step(tmp_path: Path) -> None:
                  == expect["port_xmit_data"], 10, "the next step")
         polled = delta(before, requests(url))
         assert {f.name: int(f.read_text()) for f in files} == expect
+        assert {f.name: int(f.read_text()) for f in ext_files} == {
+            name: expect[mirrored] for name, mirrored in ib_traffic.COUNTERS_EXT.items()}
         asked = delta(before, requests(url))
     # A file that grew is re-sized by the kernel (one GETATTR); none is read from the daemon.
-    grew = sum(1 for v in expect.values() if len(str(v)) > 1)
-    assert asked.get("read", 0) == 0 and asked.get("getattr", 0) <= grew < len(files), asked
-    # the directory, once per poll; nothing more once the step's values were in
+    grew = [n for n, v in expect.items() if len(str(v)) > 1]
+    grew += [n for n, mirrored in ib_traffic.COUNTERS_EXT.items() if mirrored in grew]
+    assert asked.get("read", 0) == 0 and asked.get("getattr", 0) <= len(grew) < len(files), asked
+    # the port's directory, once per poll; nothing more once the step's values were in
     assert asked.get("lookup", 0) == polled.get("lookup", 0) >= 1, (polled, asked)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import trio
 import trio.lowlevel
 
@@ -13,7 +14,7 @@ from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.rounds import Rounds
 from mokkafs.fuse.snapshots import Snapshots
 from mokkafs.tree.build import Entry, Tree, build
-from mokkafs.tree.nodes import File, text
+from mokkafs.tree.nodes import Dir, File, text
 
 
 class Kernel:
@@ -72,7 +73,7 @@ def test_rounds_batch_what_was_read_together_and_only_that() -> None:
             for name in ("counters/a", "counters/b", "counters/c", "counters_ext/x",
                          "counters_ext/y"):
                 snapshots.take(entry(t, f"{port}/{name}").inode, b"0\n")
-        assert rounds.files_of(t, entry(t, "p1/counters_ext")) != []
+        assert rounds.keeps(t, entry(t, "p1/counters_ext"))
         for port in PORTS:  # a first scrape: each port on its own
             await read_port(port, 0.15)
         assert [len(b) for b in kernel.batches] == [5, 5, 5]  # counters/ and counters_ext/
@@ -173,3 +174,32 @@ def test_units_a_swap_removed_are_forgotten() -> None:
 
     trio.run(main)
     assert len(rounds._last) == 1 and len(rounds._done) == 1
+
+
+def test_a_unit_marked_so_is_the_trigger_of_all_its_directories() -> None:
+    """An IB port (``Dir.unit``): its own entry starts the round for counters/ and
+    counters_ext/, whose entries then start nothing; an unmarked parent (a PCI function,
+    whose power/ a walk rarely enters) leaves each stepped directory its own trigger."""
+    nodes: list[Dir | File] = [Dir("port", unit=True), Dir("function")]
+    nodes += [File(f"port/{d}/{c}", Tenths(), quantum=0.1)
+              for d in ("counters", "counters_ext") for c in "ab"]
+    nodes += [File("function/power/active", Tenths(), quantum=0.1), text("function/vendor", 1)]
+    t = build(nodes, 1, 0)
+    port, function = entry(t, "port"), entry(t, "function")
+    assert t.triggers == {port.inode: port.inode,
+                          entry(t, "function/power").inode: function.inode}
+    kernel = Kernel()
+    snapshots = Snapshots()
+    rounds = Rounds(snapshots, Invalidator(kernel))
+    assert rounds.keeps(t, port) and not rounds.keeps(t, entry(t, "port/counters"))
+    assert not rounds.keeps(t, function) and rounds.keeps(t, entry(t, "function/power"))
+    files = [entry(t, f"port/{d}/{c}") for d in ("counters", "counters_ext") for c in "ab"]
+    for f in files:
+        snapshots.take(f.inode, b"0\n")
+
+    async def main() -> None:
+        assert await rounds.refresh(t, port, 0.25) == pytest.approx(0.3)  # the step's end
+        assert sorted(kernel._batch) == sorted(f.inode for f in files)
+
+    trio.run(main)
+    assert all(snapshots.get(f.inode).content == b"2\n" for f in files)  # type: ignore[union-attr]
