@@ -23,6 +23,7 @@ import enum
 import errno
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from operator import itemgetter
 
 import pyfuse3
@@ -130,6 +131,10 @@ class Serving(abc.ABC):
 
     def forget(self, inode: int) -> None:  # noqa: B027  (most modes keep nothing per inode)
         """The kernel dropped ``inode``."""
+
+    async def background(  # noqa: B027  (most modes run nothing)
+            self, sleep_until: Callable[[float], Awaitable[None]]) -> None:
+        """What the mode runs beside the FUSE loop, until cancelled."""
 
     @abc.abstractmethod
     async def opendir(self, inode: int) -> FileHandle: ...
@@ -264,6 +269,12 @@ class NoOpen(Serving):
 
     def forget(self, inode: int) -> None:
         self.snapshots.forget(inode)  # the kernel dropped it: so can its snapshot
+
+    async def background(self, sleep_until: Callable[[float], Awaitable[None]]) -> None:
+        """Rounds run ahead of readers of hot units (``Rounds.run``)."""
+        if self.rounds is not None:
+            view = self.view
+            await self.rounds.run(lambda: view.holder.tree, view.clock, sleep_until)
 
 
 class KeepCache(Serving):

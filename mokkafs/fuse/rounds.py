@@ -23,33 +23,51 @@ costs one worker-thread hop per step it spans, and computes each counter once; a
 outlasts a step is not refreshed ahead for ports it will reach only in the next. A reader that
 polls one port alone soon refreshes that port alone (a unit refreshed as a companion does not
 count as asked for).
+
+Units read in consecutive steps (a loop, dashboards polling faster than the quantum,
+back-to-back scrapes) are hot: their trigger's entry is given ``HOT`` seconds instead of the
+rest of the step, and ``run`` pushes each step's content into the kernel at the step's start,
+so those readers ask nothing until the entry ends; then a reader still there makes the unit
+hot again. A hot unit's values are at most a step plus the push's latency old (the push runs
+when the step begins). Pushing ends with the entry, so the rounds run ahead of readers for at
+most ``HOT`` seconds after the last of them, and a node nobody reads runs none: ``run`` waits
+on an event, without a timer. Readers slower than a step never make a unit hot and cost what
+they ask for.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Awaitable, Callable
 
 import trio
 
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.snapshots import Snapshots
-from mokkafs.tree.build import Entry, Tree
+from mokkafs.tree.build import Entry, Inode, Tree
+
+log = logging.getLogger(__name__)
 
 PUSHED_TIMEOUT = 60.0  # attributes of a file its rounds keep fresh
 COREAD = 1.0  # seconds apart that units' last rounds were, to be refreshed together
+HOT = 1.0  # seconds a unit read in consecutive steps is kept fresh ahead of its readers
 
 
 class Rounds:
     def __init__(self, snapshots: Snapshots, kernel: Invalidator) -> None:
         self.snapshots = snapshots
         self.kernel = kernel
-        self._done: dict[int, tuple[int, trio.Event]] = {}  # unit -> (step, finished)
-        self._last: dict[int, float] = {}  # unit -> when it was last asked for
+        self._done: dict[Inode, tuple[int, trio.Event]] = {}  # unit -> (step, finished)
+        self._last: dict[Inode, float] = {}  # unit -> when it was last asked for
         # Held from computing a round's content until the kernel and the snapshots hold it,
         # and by a GETATTR of a file rounds keep: two rounds' stores (steps k and k+1, from
         # two threads) never cross, and no snapshot is taken while the kernel is being given
         # other bytes.
         self.lock = trio.Lock()
+        self.pushing = False  # whether ``run`` keeps hot units fresh (else none is hot)
+        self._hot: dict[Inode, float] = {}  # unit -> when its trigger's entry ends
+        self._woken = trio.Event()
 
     @staticmethod
     def keeps(tree: Tree, directory: Entry) -> bool:
@@ -61,26 +79,24 @@ class Rounds:
         """Whether a dynamic file is kept fresh by its directory's rounds."""
         return file.parent in tree.stepped
 
-    def _unit_files(self, tree: Tree, unit: int) -> list[Entry]:
-        """The files of a unit: the dynamic files of its child directories."""
-        entry = tree.get(unit)
-        if entry is None:
-            return []
-        return [tree.entries[f] for _, ino in entry.children
-                for f in tree.stepped.get(ino, ())]
-
     async def refresh(self, tree: Tree, directory: Entry, now: float) -> float:
         """Everything the round of trigger ``directory``'s unit covers, as of ``now``'s step.
-        Returns when that step ends (what the trigger's entry may last until)."""
-        unit = int(tree.triggers[directory.inode])
-        quantum = self._unit_files(tree, unit)[0].node.quantum  # type: ignore[union-attr]
+        Returns when the trigger's entry may last until: the step's end, or for a hot unit
+        the end of the step ``HOT`` seconds on."""
+        unit = tree.triggers[directory.inode]
+        quantum = tree.unit_files[unit][0].node.quantum  # type: ignore[union-attr]
         step = math.floor(now / quantum)
+        until = (step + 1) * quantum
         last = self._last.get(unit)
         self._last[unit] = now  # when it was asked for (a companion refreshed is not asked)
+        if self.pushing and self._wanted(unit, last, now, quantum):
+            until = (math.floor((now + HOT) / quantum) + 1) * quantum
+            self._hot[unit] = until
+            self._woken.set()
         done = self._done.get(unit)
         if done is not None and done[0] == step:
             await done[1].wait()
-            return (step + 1) * quantum
+            return until
         units = [unit]
         if last is not None:  # and those asked for after it last time, as far as this step
             horizon = min(COREAD, (step + 1) * quantum - now)
@@ -90,11 +106,22 @@ class Rounds:
                 self._done.pop(u, None)
             units += [u for u, t in self._last.items() if u != unit
                       and 0 <= t - last < horizon and self._done.get(u, (None,))[0] != step]
+        await self._round(tree, units, step, now)
+        return until
+
+    def _wanted(self, unit: Inode, last: float | None, now: float, quantum: float) -> bool:
+        """Whether a unit is read in consecutive steps: asked for in the step before this
+        one (or this one), or within a step of the end of its time as hot."""
+        hot_until = self._hot.get(unit)
+        return (last is not None and now - last < 2 * quantum) or (
+            hot_until is not None and now < hot_until + quantum)
+
+    async def _round(self, tree: Tree, units: list[Inode], step: int, now: float) -> None:
         finished = trio.Event()
         for u in units:
             self._done[u] = (step, finished)
         try:
-            await self._push([f for u in units for f in self._unit_files(tree, u)], now)
+            await self._push([f for u in units for f in tree.unit_files.get(u, ())], now)
         except BaseException:
             for u in units:  # not done: the next asking tries again
                 if self._done.get(u, (None, None))[1] is finished:
@@ -102,7 +129,45 @@ class Rounds:
             raise
         finally:
             finished.set()
-        return (step + 1) * quantum
+
+    async def run(self, current: Callable[[], Tree], clock: Callable[[], float],
+                  sleep_until: Callable[[float], Awaitable[None]]) -> None:
+        """Keep hot units fresh: at the start of each step, one round for every hot unit its
+        asking has not refreshed yet. Waits on an event while nothing is hot. A failure
+        drops the hot set (readers then ask, as for cold units) and pushing goes on."""
+        self.pushing = True
+        try:
+            while True:
+                now = clock()
+                self._hot = {u: t for u, t in self._hot.items() if t > now}
+                if not self._hot:
+                    self._woken = trio.Event()
+                    await self._woken.wait()
+                    continue
+                try:
+                    await self._push_hot(current, clock, sleep_until, now)
+                except Exception:
+                    log.exception("pushing hot counters failed; their readers will ask")
+                    self._hot.clear()
+        finally:
+            self.pushing = False
+            self._hot.clear()
+
+    async def _push_hot(self, current: Callable[[], Tree], clock: Callable[[], float],
+                        sleep_until: Callable[[float], Awaitable[None]], now: float) -> None:
+        tree = current()
+        units = [u for u in self._hot if u in tree.unit_files]
+        if not units:
+            self._hot.clear()
+            return
+        quantum = tree.unit_files[units[0]][0].node.quantum  # type: ignore[union-attr]
+        await sleep_until((math.floor(now / quantum) + 1) * quantum)
+        now, tree = clock(), current()
+        step = math.floor(now / quantum)
+        due = [u for u, until in self._hot.items() if now < until and u in tree.unit_files
+               and self._done.get(u, (None,))[0] != step]
+        if due:
+            await self._round(tree, due, step, now)
 
     async def _push(self, files: list[Entry], now: float) -> None:
         async with self.lock:

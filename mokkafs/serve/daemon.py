@@ -173,8 +173,8 @@ async def serve(config: Config, wiring: Wiring) -> None:
         holder = TreeHolder(tree)
         view = View(holder, None if netns is None else HostView(netns), clock=wiring.clock)
         invalidator = Invalidator()
-        ops = Operations(view, serving(config.cache_mode, view, invalidator),
-                         metrics.observe_request)
+        mode = serving(config.cache_mode, view, invalidator)
+        ops = Operations(view, mode, metrics.observe_request)
         # From the moment a mount exists, a stop signal must lead to an unmount, never to a
         # death that leaves a dead mount behind: the receiver handles them while serving, and
         # its exit restores SIG_IGN (not the default action), so a second SIGTERM from a
@@ -193,6 +193,8 @@ async def serve(config: Config, wiring: Wiring) -> None:
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree)
+        inner.start_soon(mode.background, wiring.sleep_until or functools.partial(
+            real_sleep_until, wiring.clock), name="rounds")
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure

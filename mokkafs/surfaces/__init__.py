@@ -85,5 +85,5 @@ def build_tree(state: State, previous: Tree | None = None,
     if tree is None:
         nodes = [node for part in parts.values() for node in part[1]]
         tree = build(nodes, state.generation, mtime, previous, parts)
-    _ = tree.triggers  # (and stepped) computed here, off the FUSE loop: builds run in threads
+    _ = tree.triggers, tree.unit_files  # computed here, off the FUSE loop (in a thread)
     return tree, counts

@@ -131,6 +131,16 @@ class Tree:
             out[parent if isinstance(node, Dir) and node.unit else directory] = parent
         return out
 
+    @functools.cached_property
+    def unit_files(self) -> dict[Inode, tuple[Entry, ...]]:
+        """Each unit (a value of ``triggers``) with the stepped files of its subdirectories:
+        what its round keeps fresh."""
+        out: dict[Inode, tuple[Entry, ...]] = {}
+        for directory, files in self.stepped.items():
+            unit = self.entries[directory].parent
+            out[unit] = out.get(unit, ()) + tuple(self.entries[f] for f in files)
+        return out
+
     def resolve(self, path: str) -> Entry | None:
         """The entry at a mount-relative path, without following symlinks."""
         entry = self.entries[ROOT_INODE]

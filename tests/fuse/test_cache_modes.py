@@ -166,6 +166,43 @@ def test_stock_pyfuse3_falls_back_to_keep_cache(tmp_path: Path) -> None:
     assert "pass-inode-when-no-open.patch" in refused.stderr, refused.stderr
 
 
+def test_a_port_read_in_consecutive_steps_is_kept_fresh_without_asking(tmp_path: Path) -> None:
+    """No-open mode: once a port's counters are read in two consecutive steps, the daemon
+    puts each later step's values into the kernel's page cache as the step begins: readers
+    see every step's values and ask nothing, until the time given to a hot port ends."""
+    clock = tmp_path / "clock"
+    clock.write_text("1000.0")
+    mnt = tmp_path / "mnt"
+    port = free_port()
+    args = ["--profile", "h100", "--cache-mode", "no-open", "--counter-staleness-ms", "100",
+            "--host-sysfs", "none", "--metrics", f"127.0.0.1:{port}"]  # no host: no merges
+    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock), *args, str(mnt)]
+    url = f"http://127.0.0.1:{port}/metrics"
+    traffic = state_of("h100").hcas[0].ports[0].traffic
+    counter = mnt / COUNTER
+
+    def value() -> int:
+        return int(counter.read_text())
+
+    def expect(at: float) -> int:  # the daemon started at 1000.0
+        return ib_traffic.counter(traffic, "port_xmit_data",
+                                  ib_traffic.elapsed(at, 1000.0, 0.1))
+
+    with mokkafs_mount(mnt, args, command=command):
+        assert value() == 0
+        clock.write_text("1000.15")  # the next step: read in consecutive steps, so hot
+        wait_for(lambda: value() == expect(1000.15), 10, "the entry of step 1000.0 to end")
+        before = requests(url)
+        for at in (1000.25, 1000.35, 1000.45, 1000.55):  # the middle of each step
+            clock.write_text(str(at))
+            wait_for(functools.partial(lambda at: value() == expect(at), at), 10,
+                     f"the step at {at}")
+        assert delta(before, requests(url)).get("lookup", 0) == 0, delta(before, requests(url))
+        clock.write_text("1010.05")  # long after: the port's entry ended, so it asks again
+        wait_for(lambda: value() == expect(1010.05), 10, "the hot port's entry to end")
+        assert delta(before, requests(url)).get("lookup", 0) == 1, delta(before, requests(url))
+
+
 def test_a_port_refreshes_in_one_request_per_step(tmp_path: Path) -> None:
     """No-open mode: reading all of a port's counters (counters/ and counters_ext/) in a new
     step costs one LOOKUP, of the port's directory (the daemon puts the step's values into the

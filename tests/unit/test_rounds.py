@@ -9,6 +9,7 @@ import time
 import pytest
 import trio
 import trio.lowlevel
+import trio.testing
 
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.rounds import Rounds
@@ -203,3 +204,51 @@ def test_a_unit_marked_so_is_the_trigger_of_all_its_directories() -> None:
 
     trio.run(main)
     assert all(snapshots.get(f.inode).content == b"2\n" for f in files)  # type: ignore[union-attr]
+
+
+def test_a_unit_read_in_consecutive_steps_is_pushed_each_step_then_nothing_runs() -> None:
+    """Hot units: pushed at the start of every step until their entry ends, then the pusher
+    waits on an event with no timer (a node nobody reads costs nothing)."""
+    t = tree()
+    kernel = Kernel()
+    snapshots = Snapshots()
+    rounds = Rounds(snapshots, Invalidator(kernel))
+    files = [entry(t, f"p1/{n}") for n in ("counters/a", "counters/b", "counters/c",
+                                            "counters_ext/x", "counters_ext/y")]
+    for f in files:
+        snapshots.take(f.inode, b"0\n")
+    now = [0.05]
+    slept: list[float] = []
+
+    last_step = trio.Event()
+
+    async def sleep_until(when: float) -> None:  # time jumps to just after ``when``
+        slept.append(when)
+        if len(slept) == 11:
+            last_step.set()
+        now[0] = max(now[0], when + 0.001)
+        await trio.lowlevel.checkpoint()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(rounds.run, lambda: t, lambda: now[0], sleep_until)
+            await trio.testing.wait_all_tasks_blocked()
+            assert await rounds.refresh(t, entry(t, "p1/counters"), 0.05) == pytest.approx(0.1)
+            await trio.testing.wait_all_tasks_blocked()
+            assert slept == []  # asked once: not hot, nothing pushed ahead
+            now[0] = 0.15  # the next step: hot, its entry lasts a second more
+            until = await rounds.refresh(t, entry(t, "p1/counters"), 0.15)
+            assert until == pytest.approx(1.2)
+            with trio.fail_after(10):
+                await last_step.wait()  # pushes before it waited on a worker thread
+            await trio.testing.wait_all_tasks_blocked()
+            assert slept == pytest.approx([0.2 + i / 10 for i in range(11)])  # through 1.2
+            assert len(kernel._batch) == 5 * 11  # step 0.1 when asked, then 0.2 ... 1.1
+            assert snapshots.get(files[0].inode).content == b"11\n"  # type: ignore[union-attr]
+            slept.clear()
+            await trio.testing.wait_all_tasks_blocked()
+            assert slept == [] and not rounds._hot  # waiting on the event: no timer
+            nursery.cancel_scope.cancel()
+        assert not rounds.pushing
+
+    trio.run(main)
