@@ -120,7 +120,8 @@ class Traffic:
 
     ``origin`` and ``base`` make counters continue across a change of rates or faults: from
     ``origin`` seconds on, a counter is its ``base`` value plus what the rates add since then,
-    less what ``windows`` pause, plus what they burst.
+    less what ``windows`` pause, plus what they burst. A negative ``origin`` is traffic from
+    before the daemon started (the profile's ``uptime_seconds``).
     """
 
     xmit_bytes_per_sec: float

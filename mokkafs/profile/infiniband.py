@@ -118,7 +118,7 @@ def hcas(ib: InfiniBand, bdfs: list[Bdf], hca_names: list[str], node_name: str,
     t = ib.traffic
     traffic = Traffic(t.xmit_bytes_per_sec, t.rcv_bytes_per_sec, t.mean_packet_bytes,
                       t.multicast_fraction, t.xmit_wait_per_sec,
-                      tuple(sorted(t.errors_per_sec.items())))
+                      tuple(sorted(t.errors_per_sec.items())), origin=-t.uptime_seconds)
     out = []
     for i, (bdf, name) in enumerate(zip(bdfs, hca_names, strict=True)):
         port_list = tuple(

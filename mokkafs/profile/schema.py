@@ -17,6 +17,7 @@ from mokkafs.profile.values import (
     MAX_GPUS,
     MAX_HCAS,
     MAX_NUMA_NODES,
+    MAX_UPTIME,
     Bdf,
     Byte,
     ClosedSection,
@@ -96,6 +97,9 @@ class Traffic(ClosedSection):
     xmit_wait_per_sec: Rate = 0.0
     # Error counters, e.g. {symbol_error: 0.01}; every counter not named stays 0.
     errors_per_sec: dict[str, Rate] = Field(default_factory=dict)
+    # How long the ports have carried this traffic when the daemon starts: counters begin
+    # where that much of it leaves them (a node up a day shows a day of counts), not at 0.
+    uptime_seconds: float = Field(default=0.0, ge=0, le=MAX_UPTIME, allow_inf_nan=False)
 
 
 class Hca(ClosedSection):

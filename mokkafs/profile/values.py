@@ -47,6 +47,7 @@ MAX_CPUS = 8192
 MAX_NUMA_NODES = 64
 MAX_GPUS = 64
 MAX_HCAS = 256
+MAX_UPTIME = 366 * 86400  # seconds of traffic before the daemon started: a year
 
 
 def _bdf(value: Any) -> BdfValue:

@@ -216,6 +216,8 @@ def test_staleness_quantum() -> None:
 
 
 def test_profile_traffic_model_and_unknown_error_counter(tmp_path: Path) -> None:
+    from mokkafs.errors import ProfileError
+
     src = (Path(__file__).parents[2] / "mokkafs/profiles/h100.yaml").read_text()
     path = tmp_path / "p.yaml"
     path.write_text(src.replace("  guid_prefix: \"946dae\"", "  guid_prefix: \"946dae\"\n"
@@ -225,9 +227,19 @@ def test_profile_traffic_model_and_unknown_error_counter(tmp_path: Path) -> None
     assert read(tree, f"{BASE}/ports/1/counters/symbol_error", now=10.0) == "20\n"
     assert read(tree, f"{BASE}/ports/1/counters/port_xmit_data", now=1.0) == "250000000\n"
     path.write_text(src.replace("  guid_prefix: \"946dae\"", "  guid_prefix: \"946dae\"\n"
+                                "  traffic: {xmit_bytes_per_sec: 1e9, uptime_seconds: 86400, "
+                                "errors_per_sec: {symbol_error: 2}}"))
+    day = tree_of(state_of(path))  # a day of traffic before the daemon started, then 1 s
+    assert read(day, f"{BASE}/ports/1/counters/port_xmit_data", now=1.0) == "21600250000000\n"
+    assert read(day, f"{BASE}/ports/1/counters/symbol_error", now=1.0) == "65535\n"  # full
+    assert read(day, f"{BASE}/ports/1/counters_ext/port_xmit_data_64", now=0.0) == \
+        "21600000000000\n"
+    path.write_text(src.replace("  guid_prefix: \"946dae\"", "  guid_prefix: \"946dae\"\n"
+                                "  traffic: {uptime_seconds: 1e9}"))
+    with pytest.raises(ProfileError, match=r"infiniband\.traffic\.uptime_seconds"):
+        state_of(path)
+    path.write_text(src.replace("  guid_prefix: \"946dae\"", "  guid_prefix: \"946dae\"\n"
                                 "  traffic: {errors_per_sec: {symbol_errors: 2}}"))
-    from mokkafs.errors import ProfileError
-
     with pytest.raises(ProfileError, match=r"infiniband\.traffic\.errors_per_sec\.symbol_errors"):
         state_of(path)
 
