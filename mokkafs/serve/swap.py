@@ -36,7 +36,7 @@ from mokkafs.serve.faults import FaultBook
 from mokkafs.source import Update
 from mokkafs.state import State
 from mokkafs.tree.build import Tree
-from mokkafs.tree.diff import diff
+from mokkafs.tree.diff import Invalidation, diff
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ class Prepared:
     version: int
     tree: Tree
     counts: dict[str, int]
+    plan: Invalidation  # from the tree served when it was built
 
 
 class Swapper:
@@ -167,14 +168,20 @@ class Swapper:
         """The view at ``when`` (a coming transition), built now in a worker thread."""
         version, state, old = self.version, self.state, self.holder.tree
         try:
-            tree, counts = await trio.to_thread.run_sync(self.build, at(state, when), old,
-                                                         abandon_on_cancel=True)
+            built = await trio.to_thread.run_sync(self._built, at(state, when), old,
+                                                  abandon_on_cancel=True)
         except Exception as exc:
             log.exception("building the view for a fault transition failed")
             self._fail("build", f"a fault transition of generation {state.generation} "
                        f"cannot be built: {internal_error('building the view', exc)}")
             return None
-        return Prepared(version, tree, counts)
+        return Prepared(version, *built)
+
+    def _built(self, state: State, old: Tree) -> tuple[Tree, dict[str, int], Invalidation]:
+        """The view of ``state`` and what the kernel must hear to go there from ``old``: in a
+        worker thread, as both take milliseconds the FUSE loop should spend answering."""
+        tree, counts = self.build(state, old)
+        return tree, counts, diff(old, tree)
 
     async def transition(self, prepared: Prepared | None, when: float,
                          version: int) -> Applied | None:
@@ -197,11 +204,10 @@ class Swapper:
         try:
             effective = at(state, when)
             if prepared is not None:
-                tree, counts = prepared.tree, prepared.counts
+                tree, counts, plan = prepared.tree, prepared.counts, prepared.plan
             else:
-                tree, counts = await trio.to_thread.run_sync(self.build, effective, old_tree,
-                                                             abandon_on_cancel=True)
-            plan = diff(old_tree, tree)
+                tree, counts, plan = await trio.to_thread.run_sync(
+                    self._built, effective, old_tree, abandon_on_cancel=True)
         except Exception as exc:
             log.exception("building generation %d failed", state.generation)
             self._fail("build", f"keeping generation {self.state.generation}: "
