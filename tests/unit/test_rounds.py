@@ -252,3 +252,58 @@ def test_a_unit_read_in_consecutive_steps_is_pushed_each_step_then_nothing_runs(
         assert not rounds.pushing
 
     trio.run(main)
+
+
+def test_a_push_that_fails_drops_the_hot_set_and_pushing_goes_on(
+        caplog: pytest.LogCaptureFixture, expected_logs: list[str]) -> None:
+    """A failure while pushing ahead (a kernel store that raises) is logged, the hot units
+    fall back to asking, and the pusher keeps running for units that become hot later."""
+    expected_logs.append("pushing hot counters failed")
+    t = tree()
+
+    class Failing(Kernel):
+        fail = True
+
+        def store(self, inode: int, data: bytes) -> None:
+            if self.fail:
+                raise RuntimeError("the store broke")
+            super().store(inode, data)
+
+    kernel = Failing()
+    snapshots = Snapshots()
+    rounds = Rounds(snapshots, Invalidator(kernel))
+    a = entry(t, "p1/counters/a")
+    snapshots.take(a.inode, b"0\n")
+    now = [0.05]
+    pushed = trio.Event()
+
+    async def sleep_until(when: float) -> None:
+        now[0] = max(now[0], when + 0.001)
+        await trio.lowlevel.checkpoint()
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(rounds.run, lambda: t, lambda: now[0], sleep_until)
+            await trio.testing.wait_all_tasks_blocked()  # running, waiting for a hot unit
+            kernel.fail = False
+            await rounds.refresh(t, entry(t, "p1/counters"), 0.05)
+            now[0] = 0.15
+            await rounds.refresh(t, entry(t, "p1/counters"), 0.15)  # hot from here
+            kernel.fail = True  # the pusher's first store fails
+            with trio.fail_after(10):
+                while rounds._hot:
+                    await trio.testing.wait_all_tasks_blocked()
+            assert rounds.pushing and "pushing hot counters failed" in caplog.text
+            kernel.fail = False
+            now[0] = 5.05  # read again in consecutive steps: hot again, pushed again
+            await rounds.refresh(t, entry(t, "p1/counters"), 5.05)
+            now[0] = 5.15
+            await rounds.refresh(t, entry(t, "p1/counters"), 5.15)
+            with trio.fail_after(10):
+                while snapshots.get(a.inode).content != b"52\n":  # type: ignore[union-attr]
+                    await trio.testing.wait_all_tasks_blocked()
+            pushed.set()
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert pushed.is_set()
