@@ -157,9 +157,10 @@ class Serving(abc.ABC):
 
 class NoOpen(Serving):
     """Dynamic files in directories of their own (a port's counters) are kept fresh in the
-    kernel's page cache by rounds (``mokkafs.fuse.rounds``): their directory's entry expires
-    at their next step, and its LOOKUP refreshes them all; other dynamic files expire one by
-    one."""
+    kernel's page cache by rounds (``mokkafs.fuse.rounds``): the entry of their unit's
+    trigger (an IB port's directory, a ``power/`` directory) expires at their next step (a
+    second on, for a unit read every step, which rounds push ahead), and its LOOKUP refreshes
+    them all; other dynamic files expire one by one."""
 
     mode = CacheMode.NO_OPEN
     caches_symlinks = True  # read by patched pyfuse3 at FUSE_INIT
@@ -204,7 +205,8 @@ class NoOpen(Serving):
             return attrs.of_entry(entry, self.view.timeout, snapshot=snap,
                                   attr_timeout=min(node.fresh_for(now), self.view.timeout))
         if self.rounds is not None and self.rounds.keeps(tree, entry):
-            # Its entry lasts until the step the round computed ends, not the one it ended in.
+            # Its entry lasts until the step the round computed ends (not the one it ended
+            # in), or, for a hot unit, as long as rounds push ahead of its readers.
             until = await self.rounds.refresh(tree, entry, self.view.clock())
             left = max(0.0, until - self.view.clock())
             return attrs.of_entry(entry, min(left, self.view.timeout),

@@ -93,10 +93,10 @@ class Rounds:
             until = (math.floor((now + HOT) / quantum) + 1) * quantum
             self._hot[unit] = until
             self._woken.set()
-        done = self._done.get(unit)
-        if done is not None and done[0] == step:
+        while (done := self._done.get(unit)) is not None and done[0] == step:
             await done[1].wait()
-            return until
+            if self._done.get(unit) is done:  # it pushed (a failed round forgets it)
+                return until
         units = [unit]
         if last is not None:  # and those asked for after it last time, as far as this step
             horizon = min(COREAD, (step + 1) * quantum - now)
@@ -110,8 +110,8 @@ class Rounds:
         return until
 
     def _wanted(self, unit: Inode, last: float | None, now: float, quantum: float) -> bool:
-        """Whether a unit is read in consecutive steps: asked for in the step before this
-        one (or this one), or within a step of the end of its time as hot."""
+        """Whether a unit is read about every step: asked for less than two quanta ago, or
+        within a step of the end of its time as hot."""
         hot_until = self._hot.get(unit)
         return (last is not None and now - last < 2 * quantum) or (
             hot_until is not None and now < hot_until + quantum)
@@ -132,42 +132,69 @@ class Rounds:
 
     async def run(self, current: Callable[[], Tree], clock: Callable[[], float],
                   sleep_until: Callable[[float], Awaitable[None]]) -> None:
-        """Keep hot units fresh: at the start of each step, one round for every hot unit its
-        asking has not refreshed yet. Waits on an event while nothing is hot. A failure
-        drops the hot set (readers then ask, as for cold units) and pushing goes on."""
+        """Keep hot units fresh: at the start of each step, one round for every hot unit whose
+        entry lasts past it and whose step nobody's asking refreshed yet (at once, if a step
+        passed while the last round ran). Waits on an event while nothing is hot. A round
+        that fails is logged and tried again at the next step: the kernel holds those units'
+        entries until they end, so the pusher must not give up on them."""
         self.pushing = True
+        failing = False
+        failed_step = None  # a step whose round failed: tried again at the next one
         try:
             while True:
-                now = clock()
-                self._hot = {u: t for u, t in self._hot.items() if t > now}
-                if not self._hot:
+                await trio.lowlevel.checkpoint()
+                tree, now = current(), clock()
+                quantum = self._prune(tree, now)
+                if quantum is None:
                     self._woken = trio.Event()
                     await self._woken.wait()
                     continue
+                step = math.floor(now / quantum)
+                if step == failed_step or not self._due(tree, now, step):  # wait for the next
+                    boundary = (step + 1) * quantum
+                    if boundary <= now:  # floor() of a clock exactly on a boundary
+                        boundary = (step + 2) * quantum
+                    await sleep_until(boundary)
+                    tree, now = current(), clock()
+                    step = math.floor(now / quantum)
+                due = self._due(tree, now, step)
+                if not due:
+                    continue
                 try:
-                    await self._push_hot(current, clock, sleep_until, now)
+                    await self._round(tree, due, step, now)
                 except Exception:
-                    log.exception("pushing hot counters failed; their readers will ask")
-                    self._hot.clear()
+                    if not failing:
+                        log.exception("pushing counters ahead of their readers failed; "
+                                      "trying again at every step")
+                    failing, failed_step = True, step
+                else:
+                    if failing:
+                        log.warning("pushing counters ahead of their readers works again")
+                    failing = False
         finally:
             self.pushing = False
             self._hot.clear()
 
-    async def _push_hot(self, current: Callable[[], Tree], clock: Callable[[], float],
-                        sleep_until: Callable[[float], Awaitable[None]], now: float) -> None:
-        tree = current()
-        units = [u for u in self._hot if u in tree.unit_files]
-        if not units:
-            self._hot.clear()
-            return
-        quantum = tree.unit_files[units[0]][0].node.quantum  # type: ignore[union-attr]
-        await sleep_until((math.floor(now / quantum) + 1) * quantum)
-        now, tree = clock(), current()
-        step = math.floor(now / quantum)
-        due = [u for u, until in self._hot.items() if now < until and u in tree.unit_files
-               and self._done.get(u, (None,))[0] != step]
-        if due:
-            await self._round(tree, due, step, now)
+    def _prune(self, tree: Tree, now: float) -> float | None:
+        """Forget hot units a step after their entry ended (until then a reader still there
+        makes them hot again) or that a swap removed; the quantum of those left, if any."""
+        quantum = None
+        for u, until in list(self._hot.items()):
+            files = tree.unit_files.get(u)
+            if files is None:
+                del self._hot[u]
+                continue
+            q = files[0].node.quantum  # type: ignore[union-attr]
+            if now >= until + q:
+                del self._hot[u]
+            else:
+                quantum = q  # stepped files all have the State's counter quantum
+        return quantum
+
+    def _due(self, tree: Tree, now: float, step: int) -> list[Inode]:
+        """Hot units whose entry lasts past ``now`` and whose ``step`` is not pushed yet."""
+        return [u for u, until in self._hot.items() if now < until and u in tree.unit_files
+                and self._done.get(u, (None,))[0] != step]
 
     async def _push(self, files: list[Entry], now: float) -> None:
         async with self.lock:

@@ -192,9 +192,9 @@ async def serve(config: Config, wiring: Wiring) -> None:
             publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
-        running.start(inner, state, tree)
-        inner.start_soon(mode.background, wiring.sleep_until or functools.partial(
-            real_sleep_until, wiring.clock), name="rounds")
+        running.start(inner, state, tree, functools.partial(
+            mode.background, wiring.sleep_until or functools.partial(real_sleep_until,
+                                                                     wiring.clock)))
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure
@@ -215,13 +215,19 @@ class _Running:
         self._source_scope = trio.CancelScope()
         self._swapper_scope = trio.CancelScope()
         self._swapper_done = trio.Event()
+        self._background_scope = trio.CancelScope()
+        self._background_done = trio.Event()
         self._changers_ready = trio.Event()
         self._stopping = False
 
-    def start(self, nursery: trio.Nursery, state: State, tree: Tree) -> None:
+    def start(self, nursery: trio.Nursery, state: State, tree: Tree,
+              background: Callable[[], Awaitable[None]]) -> None:
+        """``background``: what the cache mode runs beside the loop (rounds ahead of hot
+        counters); it may talk to the kernel, so it stops before the loop does."""
         send, recv = trio.open_memory_channel[Update](64)
         nursery.start_soon(self._run_source, send, name="source")
         nursery.start_soon(self._run_swapper, recv, name="swapper")
+        nursery.start_soon(self._run_background, background, name="background")
         nursery.start_soon(self._signals, name="signals")
         nursery.start_soon(self._ready, state, tree, name="ready")
 
@@ -247,6 +253,13 @@ class _Running:
             self._changers_ready.set()
             self._swapper_done.set()
 
+    async def _run_background(self, background: Callable[[], Awaitable[None]]) -> None:
+        try:
+            with self._background_scope:
+                await background()
+        finally:
+            self._background_done.set()
+
     async def _signals(self) -> None:
         with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as signals:
             async for signum in signals:
@@ -269,10 +282,14 @@ class _Running:
             scope.shield = True
             self._source_scope.cancel()
             self._swapper_scope.cancel()
+            # A store into the page cache the loop must help finish (a READ holding the
+            # page's lock): both end while the loop still answers.
+            self._background_scope.cancel()
             await self._swapper_done.wait()
+            await self._background_done.wait()
         if scope.cancelled_caught:
-            log.warning("the swapper did not stop within %.1fs; unmounting anyway",
-                        self.config.shutdown_seconds)
+            log.warning("the swapper or the rounds did not stop within %.1fs; unmounting "
+                        "anyway", self.config.shutdown_seconds)
         pyfuse3.terminate()
 
     async def _ready(self, state: State, tree: Tree) -> None:
