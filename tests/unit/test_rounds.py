@@ -51,6 +51,14 @@ def tree() -> Tree:
     return build(nodes, 1, 0)
 
 
+def kept_by(kernel: Kernel, t: Tree, *held: str) -> tuple[Snapshots, Rounds]:
+    """Rounds over ``kernel``, which holds "0" for each file of ``held``."""
+    snapshots = Snapshots()
+    for path in held:
+        snapshots.take(entry(t, path).inode, b"0\n")
+    return snapshots, Rounds(snapshots, Invalidator(kernel))
+
+
 def entry(t: Tree, path: str) -> Entry:
     found = t.resolve(path)
     assert found is not None
@@ -143,10 +151,8 @@ class SlowKernel(Kernel):
 def test_rounds_of_two_steps_never_cross_and_snapshots_follow_the_kernel() -> None:
     t = tree()
     kernel = SlowKernel()
-    snapshots = Snapshots()
-    rounds = Rounds(snapshots, Invalidator(kernel))
+    snapshots, rounds = kept_by(kernel, t, "p1/counters/a")
     a = entry(t, "p1/counters/a")
-    snapshots.take(a.inode, b"0\n")
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:  # step 1's round, then step 2's, at once
@@ -276,10 +282,8 @@ def test_a_push_that_fails_is_logged_once_and_tried_again_at_every_step(
             super().store(inode, data)
 
     kernel = Failing()
-    snapshots = Snapshots()
-    rounds = Rounds(snapshots, Invalidator(kernel))
+    snapshots, rounds = kept_by(kernel, t, "p1/counters/a")
     a = entry(t, "p1/counters/a")
-    snapshots.take(a.inode, b"0\n")
     now = [0.05]
     steps = trio.Event()
 
@@ -323,10 +327,7 @@ def test_a_push_that_outlasts_a_step_is_followed_at_once() -> None:
             now[0] += 0.05  # three files: 0.15 s a push
 
     kernel = Slow()
-    snapshots = Snapshots()
-    rounds = Rounds(snapshots, Invalidator(kernel))
-    for name in ("counters/a", "counters/b", "counters/c"):
-        snapshots.take(entry(t, f"p1/{name}").inode, b"0\n")
+    _, rounds = kept_by(kernel, t, *(f"p1/counters/{c}" for c in "abc"))
     slept: list[float] = []
 
     async def sleep_until(when: float) -> None:
@@ -368,10 +369,8 @@ def test_a_lookup_that_waited_for_a_failed_round_runs_its_own() -> None:
             super().store(inode, data)
 
     kernel = FailOnce()
-    snapshots = Snapshots()
-    rounds = Rounds(snapshots, Invalidator(kernel))
+    _, rounds = kept_by(kernel, t, "p1/counters/a")
     a = entry(t, "p1/counters/a")
-    snapshots.take(a.inode, b"0\n")
     outcomes: list[str] = []
 
     async def ask() -> None:
