@@ -59,6 +59,31 @@ def kept_by(kernel: Kernel, t: Tree, *held: str) -> tuple[Snapshots, Rounds]:
     return snapshots, Rounds(snapshots, Invalidator(kernel))
 
 
+class JumpingClock:
+    """The pusher's clock in these tests: every sleep jumps time to just after its deadline
+    (recorded in ``slept``), then awaits ``reached(when)``, where a test can act."""
+
+    def __init__(self, start: float = 0.05) -> None:
+        self.now = start
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def reached(self, when: float) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def sleep_until(self, when: float) -> None:
+        self.slept.append(when)
+        self.now = max(self.now, when + 0.001)
+        await self.reached(when)
+
+    async def start_pushing(self, nursery: trio.Nursery, rounds: Rounds, t: Tree) -> None:
+        """``rounds.run`` on this clock, started and waiting for a hot unit."""
+        nursery.start_soon(rounds.run, lambda: t, self, self.sleep_until)
+        await trio.testing.wait_all_tasks_blocked()
+
+
 def entry(t: Tree, path: str) -> Entry:
     found = t.resolve(path)
     assert found is not None
@@ -217,32 +242,27 @@ def test_a_unit_read_in_consecutive_steps_is_pushed_each_step_then_nothing_runs(
     waits on an event with no timer (a node nobody reads costs nothing)."""
     t = tree()
     kernel = Kernel()
-    snapshots = Snapshots()
-    rounds = Rounds(snapshots, Invalidator(kernel))
-    files = [entry(t, f"p1/{n}") for n in ("counters/a", "counters/b", "counters/c",
-                                            "counters_ext/x", "counters_ext/y")]
-    for f in files:
-        snapshots.take(f.inode, b"0\n")
-    now = [0.05]
-    slept: list[float] = []
-
+    names = [f"p1/{n}" for n in ("counters/a", "counters/b", "counters/c", "counters_ext/x",
+                                 "counters_ext/y")]
+    snapshots, rounds = kept_by(kernel, t, *names)
+    files = [entry(t, name) for name in names]
     last_step = trio.Event()
 
-    async def sleep_until(when: float) -> None:  # time jumps to just after ``when``
-        slept.append(when)
-        if len(slept) == 12:
-            last_step.set()
-        now[0] = max(now[0], when + 0.001)
-        await trio.lowlevel.checkpoint()
+    class Clock(JumpingClock):
+        async def reached(self, when: float) -> None:
+            if len(self.slept) == 12:
+                last_step.set()
+            await trio.lowlevel.checkpoint()
+
+    clock = Clock()
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(rounds.run, lambda: t, lambda: now[0], sleep_until)
-            await trio.testing.wait_all_tasks_blocked()
+            await clock.start_pushing(nursery, rounds, t)
             assert await rounds.refresh(t, entry(t, "p1/counters"), 0.05) == pytest.approx(0.1)
             await trio.testing.wait_all_tasks_blocked()
-            assert slept == []  # asked once: not hot, nothing pushed ahead
-            now[0] = 0.15  # the next step: hot, its entry lasts a second more
+            assert clock.slept == []  # asked once: not hot, nothing pushed ahead
+            clock.now = 0.15  # the next step: hot, its entry lasts a second more
             until = await rounds.refresh(t, entry(t, "p1/counters"), 0.15)
             assert until == pytest.approx(1.2)
             with trio.fail_after(10):
@@ -250,12 +270,12 @@ def test_a_unit_read_in_consecutive_steps_is_pushed_each_step_then_nothing_runs(
             await trio.testing.wait_all_tasks_blocked()
             # every step until its entry ends at 1.2, and one more: a reader back in that step
             # would have made it hot again
-            assert slept == pytest.approx([0.2 + i / 10 for i in range(12)])
+            assert clock.slept == pytest.approx([0.2 + i / 10 for i in range(12)])
             assert len(kernel._batch) == 5 * 11  # step 0.1 when asked, then 0.2 ... 1.1
             assert snapshots.get(files[0].inode).content == b"11\n"  # type: ignore[union-attr]
-            slept.clear()
+            clock.slept.clear()
             await trio.testing.wait_all_tasks_blocked()
-            assert slept == [] and not rounds._hot  # waiting on the event: no timer
+            assert clock.slept == [] and not rounds._hot  # waiting on the event: no timer
             nursery.cancel_scope.cancel()
         assert not rounds.pushing
 
@@ -284,24 +304,24 @@ def test_a_push_that_fails_is_logged_once_and_tried_again_at_every_step(
     kernel = Failing()
     snapshots, rounds = kept_by(kernel, t, "p1/counters/a")
     a = entry(t, "p1/counters/a")
-    now = [0.05]
     steps = trio.Event()
 
-    async def sleep_until(when: float) -> None:  # time jumps to just after ``when``
-        now[0] = max(now[0], when + 0.001)
-        if kernel.failed >= 3:  # three steps failed in a row: stores work again
-            kernel.fail = False
-        if when > 0.75:
-            steps.set()
-            await trio.sleep_forever()
-        await trio.lowlevel.checkpoint()
+    class Clock(JumpingClock):
+        async def reached(self, when: float) -> None:
+            if kernel.failed >= 3:  # three steps failed in a row: stores work again
+                kernel.fail = False
+            if when > 0.75:
+                steps.set()
+                await trio.sleep_forever()
+            await trio.lowlevel.checkpoint()
+
+    clock = Clock()
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(rounds.run, lambda: t, lambda: now[0], sleep_until)
-            await trio.testing.wait_all_tasks_blocked()  # running, waiting for a hot unit
+            await clock.start_pushing(nursery, rounds, t)
             await rounds.refresh(t, entry(t, "p1/counters"), 0.05)
-            now[0] = 0.15
+            clock.now = 0.15
             await rounds.refresh(t, entry(t, "p1/counters"), 0.15)  # hot from here
             kernel.fail = True  # the pusher's stores at 0.2, 0.3 and 0.4 fail
             with trio.fail_after(10):
@@ -319,28 +339,21 @@ def test_a_push_that_outlasts_a_step_is_followed_at_once() -> None:
     """A push slower than a step (a busy machine, many ports) ends in a later step than it
     began: that step is pushed at once, not skipped while the pusher waits for the next."""
     t = tree()
-    now = [0.05]
+    clock = JumpingClock()
 
     class Slow(Kernel):
         def store(self, inode: int, data: bytes) -> None:
             super().store(inode, data)
-            now[0] += 0.05  # three files: 0.15 s a push
+            clock.now += 0.05  # three files: 0.15 s a push
 
     kernel = Slow()
     _, rounds = kept_by(kernel, t, *(f"p1/counters/{c}" for c in "abc"))
-    slept: list[float] = []
-
-    async def sleep_until(when: float) -> None:
-        slept.append(when)
-        now[0] = max(now[0], when + 0.001)
-        await trio.lowlevel.checkpoint()
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(rounds.run, lambda: t, lambda: now[0], sleep_until)
-            await trio.testing.wait_all_tasks_blocked()
+            await clock.start_pushing(nursery, rounds, t)
             await rounds.refresh(t, entry(t, "p1/counters"), 0.05)
-            now[0] = 0.15
+            clock.now = 0.15
             await rounds.refresh(t, entry(t, "p1/counters"), 0.15)  # hot until 1.2
             with trio.fail_after(10):
                 while rounds._hot:
@@ -350,7 +363,7 @@ def test_a_push_that_outlasts_a_step_is_followed_at_once() -> None:
     trio.run(main)
     # Every push ended in a later step, which was pushed next without a wait: the pusher
     # waited only for the step after the one asked for, and once the entry had ended.
-    assert all(w < 0.2 + 1e-9 or w > 1.2 - 1e-9 for w in slept), slept
+    assert all(w < 0.2 + 1e-9 or w > 1.2 - 1e-9 for w in clock.slept), clock.slept
     assert len(kernel._batch) >= 3 * 6  # about every 0.15 s from 0.15 to 1.2
 
 
