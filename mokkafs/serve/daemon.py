@@ -64,6 +64,8 @@ from mokkafs.tree.build import Tree
 
 log = logging.getLogger(__name__)
 
+SleepUntil = Callable[[float], Awaitable[None]]  # wait until the daemon's clock reads a time
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -104,7 +106,7 @@ class Wiring:
     surfaces: Sequence[tuple[str, Surface]] = SURFACES
     clock: Callable[[], float] = time.monotonic
     # how to wait for ``clock`` to reach a time (None: sleep for the difference)
-    sleep_until: Callable[[float], Awaitable[None]] | None = None
+    sleep_until: SleepUntil | None = None
     proc: Path = Path("/proc")
     announce: Callable[[State, Tree, Path, CacheMode], str] = default_announce
     status: Status = field(default_factory=Status)
@@ -192,9 +194,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
             publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
-        running.start(inner, state, tree, functools.partial(
-            mode.background, wiring.sleep_until or functools.partial(real_sleep_until,
-                                                                     wiring.clock)))
+        running.start(inner, state, tree, mode.background)
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure
@@ -219,9 +219,12 @@ class _Running:
         self._background_done = trio.Event()
         self._changers_ready = trio.Event()
         self._stopping = False
+        # How tasks wait for a time on the daemon's clock (tests drive their own).
+        self.sleep_until = wiring.sleep_until or functools.partial(real_sleep_until,
+                                                                   wiring.clock)
 
     def start(self, nursery: trio.Nursery, state: State, tree: Tree,
-              background: Callable[[], Awaitable[None]]) -> None:
+              background: Callable[[SleepUntil], Awaitable[None]]) -> None:
         """``background``: what the cache mode runs beside the loop (rounds ahead of hot
         counters); it may talk to the kernel, so it stops before the loop does."""
         send, recv = trio.open_memory_channel[Update](64)
@@ -240,12 +243,11 @@ class _Running:
         """Everything that changes the view, stopped together: profile updates, fault
         transitions, the control socket."""
         clock = self.wiring.clock
-        sleep_until = self.wiring.sleep_until or functools.partial(real_sleep_until, clock)
         try:
             with self._swapper_scope:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self.swapper.run, recv)
-                    nursery.start_soon(FaultScheduler(self.swapper, clock, sleep_until).run)
+                    nursery.start_soon(FaultScheduler(self.swapper, clock, self.sleep_until).run)
                     if self.config.control is not None:
                         await nursery.start(serve_control, self.config.control, self.swapper)
                     self._changers_ready.set()
@@ -253,10 +255,11 @@ class _Running:
             self._changers_ready.set()
             self._swapper_done.set()
 
-    async def _run_background(self, background: Callable[[], Awaitable[None]]) -> None:
+    async def _run_background(self, background: Callable[[SleepUntil], Awaitable[None]]
+                              ) -> None:
         try:
             with self._background_scope:
-                await background()
+                await background(self.sleep_until)
         finally:
             self._background_done.set()
 
