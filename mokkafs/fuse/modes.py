@@ -213,7 +213,7 @@ class NoOpen(Serving):
                                   attr_timeout=self.view.timeout)
         if host is not None and isinstance(node, Dir) and node.merge is not None:
             names = await self.view.on_host(host.listdir_merged, node.merge, OWN)
-            mine = [name for name, _ in entry.children]
+            mine = list(entry.names)
             self.snapshots.take(entry.inode, "\0".join(mine + names).encode())
         return self.entry_attributes(tree, entry)
 

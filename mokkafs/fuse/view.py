@@ -111,7 +111,7 @@ class View:
             return []
         base, hide, own_key = merged
         entry = tree.get(inode)
-        taken = {name for name, _ in entry.children} if entry else set()
+        taken = set(entry.names) if entry else set()
         out = []
         names = self.host.listdir(base, own_key or key) if entry is None \
             else self.host.listdir_merged(base, own_key or key)

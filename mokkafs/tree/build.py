@@ -14,6 +14,7 @@ import bisect
 import functools
 import hashlib
 import stat
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NewType
@@ -46,14 +47,22 @@ def inode_of(path: str, kind: str = "f") -> Inode:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One node as served: its inode, parent, node, and (directories) sorted children."""
+    """One node as served: its inode, parent, node, and (directories) its children's names
+    in sorted order with their inodes beside them: two tuples, not a pair per child (at 256
+    HCAs the pairs would take 3 MiB)."""
 
     inode: Inode
     parent: Inode
     name: str
     node: Node
-    children: tuple[tuple[str, Inode], ...] = ()
+    names: tuple[str, ...] = ()
+    inodes: tuple[Inode, ...] = ()
     mtime_ns: int = 0
+
+    @property
+    def children(self) -> tuple[tuple[str, Inode], ...]:
+        """(name, inode) of each child, in name order."""
+        return tuple(zip(self.names, self.inodes, strict=True))
 
     @property
     def mode(self) -> int:
@@ -69,10 +78,6 @@ class Entry:
 
 class TreeError(ValueError):
     """Two surfaces described the same path, or a node has no parent directory."""
-
-
-def _name(child: tuple[str, int]) -> str:
-    return child[0]
 
 
 # What one surface described for a build: the inputs it was computed from, and its nodes.
@@ -93,9 +98,9 @@ class Tree:
         entry = self.entries.get(Inode(parent))
         if entry is None:
             return None
-        kids = entry.children
-        i = bisect.bisect_left(kids, name, key=_name)
-        return self.entries[kids[i][1]] if i < len(kids) and kids[i][0] == name else None
+        names = entry.names
+        i = bisect.bisect_left(names, name)
+        return self.entries[entry.inodes[i]] if i < len(names) and names[i] == name else None
 
     def get(self, inode: int) -> Entry | None:
         return self.entries.get(Inode(inode))
@@ -112,7 +117,7 @@ class Tree:
         with those files: what rounds can keep fresh (``mokkafs.fuse.rounds``)."""
         out: dict[Inode, tuple[Inode, ...]] = {}
         for directory in self.dynamic_parents:
-            files = [f for _, ino in self.entries[directory].children
+            files = [f for ino in self.entries[directory].inodes
                      if isinstance((f := self.entries[ino]).node, File) and f.node.dynamic
                      and not f.node.error]
             if files and all(f.node.quantum > 0 for f in files):  # type: ignore[union-attr]
@@ -157,7 +162,7 @@ class Tree:
         while stack:
             path, entry = stack.pop()
             yield path, entry
-            for name, ino in reversed(entry.children):
+            for name, ino in zip(reversed(entry.names), reversed(entry.inodes), strict=True):
                 stack.append((f"{path}/{name}" if path else name, self.entries[ino]))
 
 
@@ -184,7 +189,8 @@ def patch(previous: Tree, changes: Sequence[tuple[Sequence[Node], Sequence[Node]
             if isinstance(a, Dir) and isinstance(b, Dir) and a.merge != b.merge:  # (implied kids)
                 return None
             kinds_kept &= not isinstance(a, File) or a.dynamic == b.dynamic  # type: ignore[union-attr]
-            entries[ino] = Entry(ino, entry.parent, entry.name, b, entry.children, mtime_ns)
+            entries[ino] = Entry(ino, entry.parent, entry.name, b, entry.names, entry.inodes,
+                                 mtime_ns)
     tree = Tree(generation, entries, parts)
     if kinds_kept and "dynamic_parents" in previous.__dict__:  # the same directories hold them
         tree.__dict__["dynamic_parents"] = previous.__dict__["dynamic_parents"]
@@ -216,27 +222,44 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
         if isinstance(outer, Dir) and outer.merge is not None and not outer.hides(name):
             # sys/devices/virtual/dmi keeps the host's other virtual devices beside it
             by_path[path] = Dir(path, merge=f"{outer.merge}/{name}".lstrip("/"))
-    inodes = {path: inode_of(path, _kind(node)) for path, node in by_path.items()}
-    kids: dict[str, list[tuple[str, Inode]]] = {}
-    parents: dict[str, tuple[str, str]] = {}  # path -> (parent path, name)
-    for path in by_path:
+    # Nothing kept per path but what the tree holds: at 256 HCAs a parent path string per
+    # node, held to the end, would outlive the build as 12 MiB of fragmented heap.
+    inodes: dict[str, Inode] = {}
+    nodes_at: dict[Inode, Node] = {}
+    for path, node in by_path.items():
+        ino = inodes[path] = inode_of(path, _kind(node))
+        nodes_at[ino] = node
+    if len(nodes_at) != len(inodes):
+        raise TreeError("inode collision between two paths")
+    kids: dict[Inode, tuple[list[str], list[Inode]]] = {}  # (names, inodes) below each
+    for path, ino in inodes.items():
         if path:
             parent, _, name = path.rpartition("/")
             if not isinstance(by_path[parent], Dir):
                 raise TreeError(f"{path!r} is below {parent!r}, which is not a directory")
-            parents[path] = (parent, name)
-            kids.setdefault(parent, []).append((name, inodes[path]))
-    if len(set(inodes.values())) != len(inodes):
-        raise TreeError("inode collision between two paths")
+            names, inos = kids.setdefault(inodes[parent], ([], []))
+            names.append(sys.intern(name))  # 2,060 distinct of 55,527 at 256 HCAs
+            inos.append(ino)
+    del inodes
     before = previous.entries if previous else {}
     entries: dict[Inode, Entry] = {}
-    for path, node in by_path.items():
-        ino = inodes[path]
-        parent, name = parents.get(path, ("", ""))
-        children = tuple(sorted(kids[path])) if path in kids else ()
+
+    def add(ino: Inode, parent: Inode, name: str) -> None:
+        node = nodes_at[ino]
+        names: tuple[str, ...] = ()
+        inos: tuple[Inode, ...] = ()
+        if ino in kids:
+            unsorted, at = kids[ino]
+            order = sorted(range(len(unsorted)), key=unsorted.__getitem__)
+            names = tuple(unsorted[i] for i in order)
+            inos = tuple(at[i] for i in order)
         old = before.get(ino)
         mtime = old.mtime_ns if old is not None and old.node == node \
-            and old.children == children else mtime_ns
-        entries[ino] = Entry(ino, inodes[parent] if path else ROOT_INODE, name, node, children,
-                             mtime)
+            and old.names == names and old.inodes == inos else mtime_ns
+        entries[ino] = Entry(ino, parent, name, node, names, inos, mtime)
+
+    add(ROOT_INODE, ROOT_INODE, "")
+    for directory, (names, inos) in kids.items():
+        for name, ino in zip(names, inos, strict=True):
+            add(ino, directory, name)
     return Tree(generation, entries, parts or {})

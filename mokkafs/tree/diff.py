@@ -35,7 +35,8 @@ def diff(old: Tree, new: Tree) -> Invalidation:
     attrs: list[Inode] = []
     for ino, entry in new.entries.items():
         before = old.entries.get(ino)
-        if before is None or (before.node == entry.node and before.children == entry.children):
+        if before is None or (before.node == entry.node and before.names == entry.names
+                                  and before.inodes == entry.inodes):
             continue
         node = entry.node
         if (isinstance(node, File) and node.dynamic) or isinstance(node, CharDevice):
