@@ -586,9 +586,15 @@ def fleet(n: int, idle_s: int, tmp: Path) -> dict[str, Any]:
             return sum(int(x) for p in procs for x in
                        Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
 
-        rss, t0 = total("VmRSS"), ticks()
+        def pss() -> int:  # shared pages (libpython, libssl, ...) split among the daemons
+            return sum(int(next(line.split()[1] for line in
+                                Path(f"/proc/{p.pid}/smaps_rollup").read_text().splitlines()
+                                if line.startswith("Pss:"))) for p in procs)
+
+        rss, shared, t0 = total("VmRSS"), pss(), ticks()
         time.sleep(idle_s)
         return {"daemons": n, "rss_mib_total": rss / 1024, "rss_mib_per_node": rss / 1024 / n,
+                "pss_mib_per_node": shared / 1024 / n,
                 "idle_ticks_total": ticks() - t0, "idle_seconds": idle_s,
                 "rss_gib_at_5000": rss / n * 5000 / 1024 / 1024}
     finally:
