@@ -35,18 +35,23 @@ def diff(old: Tree, new: Tree) -> Invalidation:
     attrs: list[Inode] = []
     for ino, entry in new.entries.items():
         before = old.entries.get(ino)
+        if before is entry:  # a patched tree keeps every entry it did not change
+            continue
         if before is None or (before.node == entry.node and before.names == entry.names
-                                  and before.inodes == entry.inodes):
+                              and before.inodes == entry.inodes):
             continue
         node = entry.node
         if (isinstance(node, File) and node.dynamic) or isinstance(node, CharDevice):
             attrs.append(ino)
         else:  # bytes, a link target (cached in no-open mode) or a listing the kernel holds
             data.append(ino)
-    removed = tuple((e.parent, e.name, ino) for ino, e in old.entries.items()
-                    if ino not in new.entries and e.parent in new.entries)
-    added = tuple((e.parent, e.name) for ino, e in new.entries.items()
-                  if ino not in old.entries and e.parent in old.entries)
+    removed: tuple[tuple[Inode, str, Inode], ...] = ()
+    added: tuple[tuple[Inode, str], ...] = ()
+    if old.entries.keys() != new.entries.keys():  # (never, after a patch)
+        removed = tuple((e.parent, e.name, ino) for ino, e in old.entries.items()
+                        if ino not in new.entries and e.parent in new.entries)
+        added = tuple((e.parent, e.name) for ino, e in new.entries.items()
+                      if ino not in old.entries and e.parent in old.entries)
     turned = old.dynamic_parents ^ new.dynamic_parents
     added += tuple((new.entries[ino].parent, new.entries[ino].name) for ino in sorted(turned)
                    if ino in old.entries and ino in new.entries)
