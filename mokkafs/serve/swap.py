@@ -4,13 +4,14 @@ one assignment, then tell the kernel what changed (from a worker thread), and re
 Three things change the view: a new State from the source (the profile), a change of the
 faults applied at run time (``mokkafs fault``, through ``FaultBook``), and the clock reaching a
 fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through ``_install``, one
-at a time: ``state`` is the State with its faults (their origins set, counters carried), and
-the view is ``at(state, when)``, the State as its faults make it at that time.
+at a time: ``state`` is the State with its faults (their origins set, counters carried, in
+the build's worker thread), and the view is ``at(state, when)``, the State as its faults make
+it at that time.
 
 An update that carries an error changes nothing that is served: the last good State stays, and
 the error shows in /readyz, the metrics and the log. So does any failure while applying a good
-one: a surface that raises while the tree is built, kernel invalidations that fail, a CDI spec
-that cannot be written. No failure here ends the daemon.
+one: a surface (or the carrying of counters) that raises while the tree is built, kernel
+invalidations that fail, a CDI spec that cannot be written. No failure here ends the daemon.
 
 Updates that queue up while one is applied are coalesced: only the newest State is built (an
 error after it is still reported), so a burst of edits costs one build.
@@ -146,7 +147,7 @@ class Swapper:
             now = self.clock()
             book = self.book.copy()
             merged = book.merge(update.state)
-            applied_ = await self._install(carry(self.state, merged, now), now, "profile")
+            applied_ = await self._install(merged, now, "profile", since=self.state)
             if applied_ is not None:
                 self.profile, self.book = update.state, book
             return applied_
@@ -159,7 +160,7 @@ class Swapper:
             change(book, self.profile)
             now = self.clock()
             merged = book.merge(self.profile)
-            result = await self._install(carry(self.state, merged, now), now, "faults")
+            result = await self._install(merged, now, "faults", since=self.state)
             if result is not None:
                 self.book = book
             return result
@@ -168,7 +169,7 @@ class Swapper:
         """The view at ``when`` (a coming transition), built now in a worker thread."""
         version, state, old = self.version, self.state, self.holder.tree
         try:
-            built = await trio.to_thread.run_sync(self._built, at(state, when), old,
+            built = await trio.to_thread.run_sync(lambda: self._built(at(state, when), old),
                                                   abandon_on_cancel=True)
         except Exception as exc:
             log.exception("building the view for a fault transition failed")
@@ -183,6 +184,16 @@ class Swapper:
         tree, counts = self.build(state, old)
         return tree, counts, diff(old, tree)
 
+    def _made(self, state: State, since: State | None, when: float, old: Tree,
+              ) -> tuple[State, State, Tree, dict[str, int], Invalidation]:
+        """``state`` taking over from ``since`` at ``when`` (counters and fault origins
+        carried: at 256 HCAs that takes milliseconds, so it runs here too), its view at
+        ``when``, and ``_built``'s."""
+        if since is not None:
+            state = carry(since, state, when)
+        effective = at(state, when)
+        return (state, effective, *self._built(effective, old))
+
     async def transition(self, prepared: Prepared | None, when: float,
                          version: int) -> Applied | None:
         """Serve the view at ``when``: ``prepared`` if still current, else built now. None if
@@ -196,18 +207,20 @@ class Swapper:
             return await self._install(self.state, when, "transition", current)
 
     async def _install(self, state: State, when: float, reason: str,
-                       prepared: Prepared | None = None) -> Applied | None:
-        """Serve ``at(state, when)``. A transition leaves an error the last load or fault
+                       prepared: Prepared | None = None, *,
+                       since: State | None = None) -> Applied | None:
+        """Serve ``at(state, when)``, with ``state`` carried over from ``since`` if given
+        (``faults.effects.carry``). A transition leaves an error the last load or fault
         change reported in place; the others clear it when they succeed."""
         start = time.perf_counter()
         old_tree = self.holder.tree
         try:
-            effective = at(state, when)
             if prepared is not None:
+                effective = at(state, when)
                 tree, counts, plan = prepared.tree, prepared.counts, prepared.plan
             else:
-                tree, counts, plan = await trio.to_thread.run_sync(
-                    self._built, effective, old_tree, abandon_on_cancel=True)
+                state, effective, tree, counts, plan = await trio.to_thread.run_sync(
+                    self._made, state, since, when, old_tree, abandon_on_cancel=True)
         except Exception as exc:
             log.exception("building generation %d failed", state.generation)
             self._fail("build", f"keeping generation {self.state.generation}: "

@@ -155,3 +155,40 @@ def test_readyz_report_follows_serving() -> None:
     assert report["surfaces"] == {"pci": {"status": "not serving", "nodes": 10, "generation": 3}}
     status.serving = True
     assert status.report()["ready"] is True
+
+
+def test_a_carry_that_raises_keeps_the_last_view(monkeypatch: pytest.MonkeyPatch,
+                                                 expected_logs: list[str]) -> None:
+    """Carrying counters over to a new State runs in the build's worker thread and under its
+    guard: a bug there is reported like a surface's and the served view stays, where before it
+    ran on the FUSE loop and its exception ended the swapper (and the daemon)."""
+    from mokkafs.fuse.view import TreeHolder
+    from mokkafs.obs.metrics import Metrics
+    from mokkafs.obs.status import Status
+    from mokkafs.serve import swap
+    from mokkafs.source import Update
+
+    expected_logs.append("building generation 2 failed")
+    state = state_of("h100")
+    tree, counts = build_tree(state)
+    threads: list[int] = []
+
+    def broken(since: object, new: object, now: float) -> None:
+        threads.append(threading.get_ident())
+        raise ZeroDivisionError("a bug in carrying counters")
+
+    monkeypatch.setattr(swap, "carry", broken)
+
+    async def main() -> None:
+        status = Status()
+        swapper = swap.Swapper(TreeHolder(tree), state, counts, build=build_tree,
+                               invalidator=Invalidator(RecordingKernel()), status=status,
+                               metrics=Metrics(status))
+        result = await swapper.apply(
+            Update(replace(state, generation=Generation(2)), None, 0.0))
+        assert result is None and status.apply_errors == {"build": 1}
+        assert "a bug in carrying counters" in str(status.last_error)
+        assert swapper.holder.tree is tree and swapper.state is state
+
+    trio.run(main)
+    assert threads and threads[0] != threading.get_ident()
