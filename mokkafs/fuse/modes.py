@@ -118,7 +118,7 @@ class Serving(abc.ABC):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         items: list[Item] = [] if entry is None else [
             (name, self.entry_attributes(tree, tree.entries[ino]), None)
-            for name, ino in entry.children]
+            for name, ino in zip(entry.names, entry.inodes, strict=True)]
         if self.view.merged(tree, inode) is None:
             return items
         host = await self.view.on_host(self.view.host_entries, tree, inode, key)
