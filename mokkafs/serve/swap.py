@@ -59,6 +59,7 @@ class Prepared:
     """A view built ahead of a transition: valid while ``version`` is the swapper's."""
 
     version: int
+    effective: State  # the State as its faults make it at the transition's time
     tree: Tree
     counts: dict[str, int]
     plan: Invalidation  # from the tree served when it was built
@@ -169,30 +170,26 @@ class Swapper:
         """The view at ``when`` (a coming transition), built now in a worker thread."""
         version, state, old = self.version, self.state, self.holder.tree
         try:
-            built = await trio.to_thread.run_sync(lambda: self._built(at(state, when), old),
-                                                  abandon_on_cancel=True)
+            _, effective, tree, counts, plan = await trio.to_thread.run_sync(
+                self._made, state, None, when, old, abandon_on_cancel=True)
         except Exception as exc:
             log.exception("building the view for a fault transition failed")
             self._fail("build", f"a fault transition of generation {state.generation} "
                        f"cannot be built: {internal_error('building the view', exc)}")
             return None
-        return Prepared(version, *built)
-
-    def _built(self, state: State, old: Tree) -> tuple[Tree, dict[str, int], Invalidation]:
-        """The view of ``state`` and what the kernel must hear to go there from ``old``: in a
-        worker thread, as both take milliseconds the FUSE loop should spend answering."""
-        tree, counts = self.build(state, old)
-        return tree, counts, diff(old, tree)
+        return Prepared(version, effective, tree, counts, plan)
 
     def _made(self, state: State, since: State | None, when: float, old: Tree,
               ) -> tuple[State, State, Tree, dict[str, int], Invalidation]:
-        """``state`` taking over from ``since`` at ``when`` (counters and fault origins
-        carried: at 256 HCAs that takes milliseconds, so it runs here too), its view at
-        ``when``, and ``_built``'s."""
+        """In a worker thread, as each step takes milliseconds the FUSE loop should spend
+        answering: ``state`` taken over from ``since`` at ``when`` if given (counters and
+        fault origins carried), the State as its faults make it at ``when``, its tree, and
+        what the kernel must hear to go there from ``old``."""
         if since is not None:
             state = carry(since, state, when)
         effective = at(state, when)
-        return (state, effective, *self._built(effective, old))
+        tree, counts = self.build(effective, old)
+        return state, effective, tree, counts, diff(old, tree)
 
     async def transition(self, prepared: Prepared | None, when: float,
                          version: int) -> Applied | None:
@@ -216,8 +213,8 @@ class Swapper:
         old_tree = self.holder.tree
         try:
             if prepared is not None:
-                effective = at(state, when)
-                tree, counts, plan = prepared.tree, prepared.counts, prepared.plan
+                effective, tree = prepared.effective, prepared.tree
+                counts, plan = prepared.counts, prepared.plan
             else:
                 state, effective, tree, counts, plan = await trio.to_thread.run_sync(
                     self._made, state, since, when, old_tree, abandon_on_cancel=True)
