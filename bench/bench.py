@@ -66,6 +66,20 @@ def profile_with(hcas: int, tmp: Path, fw: str = "28.39.2048", uptime: float = 0
     return path
 
 
+def proc_ticks(pid: int) -> int:
+    """User and system CPU ticks of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def proc_kib(pid: int, key: str, source: str = "status") -> int:
+    """A "key: value" line of /proc/<pid>/<source> (status, smaps_rollup), 0 if absent."""
+    for line in Path(f"/proc/{pid}/{source}").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
 @dataclass
 class Daemon:
     proc: subprocess.Popen[bytes]
@@ -73,14 +87,10 @@ class Daemon:
     url: str
 
     def cpu_ticks(self) -> int:
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
+        return proc_ticks(self.proc.pid)
 
     def status(self, key: str) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-        return 0
+        return proc_kib(self.proc.pid, key)
 
     def metrics(self) -> str:
         with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
@@ -577,21 +587,14 @@ def fleet(n: int, idle_s: int, tmp: Path) -> dict[str, Any]:
             raise RuntimeError(f"fleet: daemons {down} did not mount within 120 s")
         time.sleep(1)
 
-        def total(key: str) -> int:
-            return sum(int(next(line.split()[1] for line in
-                                Path(f"/proc/{p.pid}/status").read_text().splitlines()
-                                if line.startswith(key + ":"))) for p in procs)
+        def total(key: str, source: str = "status") -> int:
+            return sum(proc_kib(p.pid, key, source) for p in procs)
 
         def ticks() -> int:
-            return sum(int(x) for p in procs for x in
-                       Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13])
+            return sum(proc_ticks(p.pid) for p in procs)
 
-        def pss() -> int:  # shared pages (libpython, libssl, ...) split among the daemons
-            return sum(int(next(line.split()[1] for line in
-                                Path(f"/proc/{p.pid}/smaps_rollup").read_text().splitlines()
-                                if line.startswith("Pss:"))) for p in procs)
-
-        rss, shared, t0 = total("VmRSS"), pss(), ticks()
+        # PSS splits shared pages (libpython, libssl, ...) among the daemons
+        rss, shared, t0 = total("VmRSS"), total("Pss", "smaps_rollup"), ticks()
         time.sleep(idle_s)
         return {"daemons": n, "rss_mib_total": rss / 1024, "rss_mib_per_node": rss / 1024 / n,
                 "pss_mib_per_node": shared / 1024 / n,
