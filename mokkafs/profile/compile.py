@@ -9,7 +9,7 @@ YAML path; a stage that depends on an earlier one runs only once that one has no
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field, replace
 
 from mokkafs.errors import Problem, ProfileError
@@ -227,32 +227,45 @@ def _endpoints(gpus: list[devices.Gpu], switches: list[devices.NvSwitch],
 def _functions(profile: Profile, endpoints: dict[Bdf, _Endpoint], placement: dict[Bdf, RootId],
                layout: topology.Layout, roots: dict[str, RootComplex],
                node_name: str) -> tuple[PciFunction, ...]:
+    """Every function, each made once (this runs on every profile change): where it sits,
+    then the BARs and the windows its bridges forward, then the function itself."""
     topo = profile.pcie_topology or PcieTopology()
     rp_id, sw_id = topo.root_port, topo.switch
+    chains = {bdf: layout.ancestors(bdf) for bdf in endpoints}  # the bridges above each
     below: dict[Bdf, list[Bdf]] = {}  # bridge -> the endpoints below it
-    for bdf in endpoints:
-        for up in layout.ancestors(bdf):
+    for bdf, chain in chains.items():
+        for up in chain:
             below.setdefault(up, []).append(bdf)
+    bridges = {spec.bdf: spec for spec in layout.bridges}
 
-    def path(bdf: Bdf, root: RootId) -> str:
-        chain = [str(b) for b in layout.ancestors(bdf)]
-        return "/".join(["sys/devices", str(root), *chain, str(bdf)])
+    def path(bdf: Bdf, root: RootId, chain: list[Bdf]) -> str:
+        return "/".join(["sys/devices", str(root), *map(str, chain), str(bdf)])
 
-    made: dict[Bdf, PciFunction] = {}
-    for bdf, e in endpoints.items():
-        root = placement[bdf]
-        rc = roots[str(root)]
-        parent = layout.parent.get(bdf)
-        made[bdf] = PciFunction(
-            bdf=str(bdf), root=str(root), path=path(bdf, root),
-            parent=None if parent is None else str(parent), kind=e.kind,
-            vendor=e.vendor, device=e.device, subsystem_vendor=e.subsystem_vendor,
-            subsystem_device=e.subsystem_device, class_code=e.class_code, revision=e.revision,
-            driver=e.driver, irq=0, numa_node=rc.numa_node, cpus=rc.cpus, link=e.link, bars=(),
-            gpu=e.gpu.info(node_name) if e.gpu else None)
-    for spec in layout.bridges:
+    paths = {bdf: path(bdf, placement[bdf], chain) for bdf, chain in chains.items()}
+    paths.update((b, path(b, spec.root, layout.ancestors(b))) for b, spec in bridges.items())
+    bars = _allocate(sorted(paths, key=paths.__getitem__), bridges, endpoints)
+    windows = {up: _windows([bar for bdf in kids for bar in bars[bdf]])
+               for up, kids in below.items()}
+
+    out = []
+    for i, bdf in enumerate(sorted(paths)):  # IRQs and IOMMU groups in address order
+        irq, group = FIRST_IRQ + i, i if topo.iommu else None
+        spec = bridges.get(bdf)
+        if spec is None:
+            e = endpoints[bdf]
+            rc = roots[str(placement[bdf])]
+            parent = layout.parent.get(bdf)
+            out.append(PciFunction(
+                bdf=str(bdf), root=str(placement[bdf]), path=paths[bdf],
+                parent=None if parent is None else str(parent), kind=e.kind,
+                vendor=e.vendor, device=e.device, subsystem_vendor=e.subsystem_vendor,
+                subsystem_device=e.subsystem_device, class_code=e.class_code,
+                revision=e.revision, driver=e.driver, numa_node=rc.numa_node, cpus=rc.cpus,
+                irq=irq, link=e.link, bars=bars[bdf], iommu_group=group,
+                gpu=e.gpu.info(node_name) if e.gpu else None))
+            continue
         rc = roots[str(spec.root)]
-        kids = below.get(spec.bdf, [])
+        kids = below.get(bdf, [])
         gen = max((endpoints[k].link.max_gen for k in kids), default=5)
         link = PcieLink(gen, 16, gen, 16)
         facing = spec.port == "downstream" or spec.secondary == spec.subordinate
@@ -264,59 +277,50 @@ def _functions(profile: Profile, endpoints: dict[Bdf, _Endpoint], placement: dic
         elif facing:  # an empty slot: the link is down (2.5 GT/s, no lanes)
             link = PcieLink(gen, 16, 1, 0)
         ids = rp_id if spec.port == "root" else sw_id
-        made[spec.bdf] = PciFunction(
-            bdf=str(spec.bdf), root=str(spec.root), path=path(spec.bdf, spec.root),
+        memory, prefetchable = windows.get(bdf, (None, None))
+        out.append(PciFunction(
+            bdf=str(bdf), root=str(spec.root), path=paths[bdf],
             parent=None if spec.parent is None else str(spec.parent), kind="bridge",
             vendor=ids.device_id & 0xFFFF, device=ids.device_id >> 16,
             subsystem_vendor=ids.subsystem_id & 0xFFFF, subsystem_device=ids.subsystem_id >> 16,
             class_code=CLASS_BRIDGE_PCI, revision=0x04 if spec.port == "root" else 0xB0,
-            driver="pcieport", irq=0, numa_node=rc.numa_node, cpus=rc.cpus, link=link,
-            bars=(), bridge=Bridge(spec.port, spec.secondary, spec.subordinate,
-                                   spec.port_number, occupied=bool(slot) or not facing))
-    ordered = sorted(made.values(), key=lambda fn: fn.path)  # depth first, so windows nest
-    bars = _allocate(ordered, endpoints)
-    by_bdf = sorted(made.values(), key=lambda fn: Bdf.parse(fn.bdf))
-    group = {fn.bdf: i for i, fn in enumerate(by_bdf)}
-    out = []
-    for i, fn in enumerate(by_bdf):
-        fn = replace(fn, irq=FIRST_IRQ + i, bars=bars.get(fn.bdf, ()),
-                     iommu_group=group[fn.bdf] if topo.iommu else None)
-        if fn.bridge is not None:
-            fn = replace(fn, bridge=_windows(fn, ordered, bars))
-        out.append(fn)
+            driver="pcieport", irq=irq, numa_node=rc.numa_node, cpus=rc.cpus, link=link,
+            bars=(), iommu_group=group,
+            bridge=Bridge(spec.port, spec.secondary, spec.subordinate, spec.port_number,
+                          memory, prefetchable, occupied=bool(slot) or not facing)))
     return tuple(out)
 
 
-def _allocate(ordered: Iterable[PciFunction],
-              endpoints: dict[Bdf, _Endpoint]) -> dict[str, tuple[Bar, ...]]:
+def _allocate(depth_first: Iterable[Bdf], bridges: Container[Bdf],
+              endpoints: dict[Bdf, _Endpoint]) -> dict[Bdf, tuple[Bar, ...]]:
+    """Every endpoint's BARs, taken in the hierarchy's depth-first order with each bridge's
+    subtree starting on a window boundary, so the subtree's ranges are contiguous."""
     allocator = devices.BarAllocator()
-    out: dict[str, tuple[Bar, ...]] = {}
-    for fn in ordered:
-        if fn.bridge is not None:
+    out: dict[Bdf, tuple[Bar, ...]] = {}
+    for bdf in depth_first:
+        if bdf in bridges:
             allocator.align()
-            continue
-        spec = endpoints[Bdf.parse(fn.bdf)]
-        out[fn.bdf] = tuple(allocator.take(*bar) for bar in spec.bars)
+        else:
+            out[bdf] = tuple(allocator.take(*bar) for bar in endpoints[bdf].bars)
     return out
 
 
-def _windows(bridge: PciFunction, functions: list[PciFunction],
-             bars: dict[str, tuple[Bar, ...]]) -> Bridge:
-    """The address windows a bridge forwards: the span of its subtree's BARs of each kind,
-    in the 1 MiB granules bridges decode."""
-    assert bridge.bridge is not None
-    prefix = bridge.path + "/"
-    below = [bar for fn in functions if fn.path.startswith(prefix) for bar in bars.get(fn.bdf, ())]
+Window = tuple[int, int] | None
 
-    def span(selected: list[Bar]) -> tuple[int, int] | None:
+
+def _windows(below: list[Bar]) -> tuple[Window, Window]:
+    """The address windows a bridge forwards, given the BARs of its subtree: the span of each
+    kind (non-prefetchable, prefetchable), in the 1 MiB granules bridges decode."""
+
+    def span(selected: list[Bar]) -> Window:
         if not selected:
             return None
         base = min(b.address for b in selected) & ~(devices.MIB - 1)
         end = max(b.address + b.size for b in selected)
         return base, -(-end // devices.MIB) * devices.MIB - 1
 
-    return replace(bridge.bridge, memory=span([b for b in below if not b.prefetchable]),
-                   prefetchable=span([b for b in below if b.prefetchable]))
+    return (span([b for b in below if not b.prefetchable]),
+            span([b for b in below if b.prefetchable]))
 
 
 def _majors(profile: Profile, ib: bool, problems: Problems) -> tuple[CharMajor, ...]:
