@@ -75,12 +75,25 @@ class CounterText:
         return f"{value}\n".encode()
 
 
-def _counter_file(path: str, port: IbPort, name: str, state: State) -> File:
-    return File(path, CounterText(port.traffic, name, state.started_at, state.counter_quantum),
-                quantum=state.counter_quantum)
+def _counter_file(path: str, port: IbPort, name: str, started_at: float,
+                  quantum: float) -> File:
+    return File(path, CounterText(port.traffic, name, started_at, quantum), quantum=quantum)
 
 
-def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:
+# What a port's subtree is made of: the HCA's directory, its GID and P_Key table lengths, the
+# port, and the State's started_at and counter quantum (the counters' clock).
+PortInputs = tuple[str, int, int, IbPort, float, float]
+
+# A port's subtree is most of this surface (some hundred nodes), and most swaps leave ports
+# alone: a firmware version changes every HCA and no port, a fault one port of one HCA. The
+# last run's subtrees are kept by their inputs and reused when a port's are the same. One run
+# only, so no subtree outlives the tree that holds it by more than a swap; runs in two threads
+# at once at worst miss each other's.
+_last_ports: dict[PortInputs, tuple[Node, ...]] = {}
+
+
+def _port(base: str, gid_table_len: int, pkey_table_len: int, port: IbPort,
+          started_at: float, quantum: float) -> Iterator[Node]:
     p = f"{base}/ports/{port.number}"
     yield Dir(p, unit=True)  # a scrape's walk to counters/ and counters_ext/: one request
     yield text(f"{p}/state", f"{PORT_STATES[port.state]}: {port.state}")
@@ -94,29 +107,33 @@ def _port(base: str, hca: Hca, port: IbPort, state: State) -> Iterator[Node]:
     yield text(f"{p}/cap_mask", f"0x{CAP_MASK:08x}")
     yield text(f"{p}/link_layer", port.link_layer)
     zero_gid = ":".join(["0000"] * 8)
-    for i in range(hca.gid_table_len):
+    for i in range(gid_table_len):
         yield text(f"{p}/gids/{i}", gid0(port) if i == 0 else zero_gid)
         kind = "IB/RoCE v1" if port.link_layer == "InfiniBand" else "RoCE v2"
         types = f"{p}/gid_attrs/types/{i}"
         yield text(types, kind) if i == 0 else File(types, b"", 0o444, error=EINVAL)
         # No netdev stands behind a simulated port: the kernel answers EINVAL.
         yield File(f"{p}/gid_attrs/ndevs/{i}", b"", 0o444, error=EINVAL)
-    for i in range(hca.pkey_table_len):
+    for i in range(pkey_table_len):
         yield text(f"{p}/pkeys/{i}", "0xffff" if i == 0 else "0x0000")
     for name in ib_traffic.COUNTERS:
-        yield _counter_file(f"{p}/counters/{name}", port, name, state)
+        yield _counter_file(f"{p}/counters/{name}", port, name, started_at, quantum)
     for ext, name in ib_traffic.COUNTERS_EXT.items():
-        yield _counter_file(f"{p}/counters_ext/{ext}", port, name, state)
+        yield _counter_file(f"{p}/counters_ext/{ext}", port, name, started_at, quantum)
     yield Dir(f"{p}/hw_counters")
     moving = {burst[0] for burst in port.traffic.windows.bursts} | {
         name for name, _ in port.traffic.base}
     for name in IB_HW_COUNTERS:  # 0 unless a fault drives it
         path = f"{p}/hw_counters/{name}"
-        yield _counter_file(path, port, name, state) if name in moving else text(path, 0)
+        yield (_counter_file(path, port, name, started_at, quantum) if name in moving
+               else text(path, 0))
     yield text(f"{p}/hw_counters/lifespan", 10, 0o644)
 
 
-def _hca(hca: Hca, state: State) -> Iterator[Node]:
+def _hca(hca: Hca, state: State, last: dict[PortInputs, tuple[Node, ...]],
+         made: dict[PortInputs, tuple[Node, ...]]) -> Iterator[Node]:
+    """An HCA's nodes; its ports' subtrees are taken from ``last`` where their inputs are
+    the same, and every port's put in ``made``."""
     pci = state.function(hca.bdf).path
     base = f"{pci}/infiniband/{hca.name}"
     yield Dir(base)
@@ -133,7 +150,13 @@ def _hca(hca: Hca, state: State) -> Iterator[Node]:
     yield relative_link(f"{base}/subsystem", f"{CLASS}/infiniband")
     yield Dir(f"{base}/ports")
     for port in hca.ports:
-        yield from _port(base, hca, port, state)
+        key = (base, hca.gid_table_len, hca.pkey_table_len, port, state.started_at,
+               state.counter_quantum)
+        subtree = last.get(key)
+        if subtree is None:
+            subtree = tuple(_port(*key))
+        made[key] = subtree
+        yield from subtree
     yield relative_link(f"{CLASS}/infiniband/{hca.name}", base)
 
     major = state.major("infiniband_verbs")
@@ -184,14 +207,17 @@ def _hca_device_numbers(state: State) -> list[tuple[str, int, int]]:
 
 
 def nodes(state: State) -> Iterator[Node]:
+    global _last_ports
     if not state.hcas:
-        return
-    for path, major, minor in _hca_device_numbers(state):
-        yield CharDevice(path.lstrip("/"), major, minor)
-    yield Dir(f"{CLASS}/infiniband")
-    yield Dir(f"{CLASS}/infiniband_verbs")
-    yield Dir(f"{CLASS}/infiniband_mad")
-    yield text(f"{CLASS}/infiniband_verbs/abi_version", 6)
-    yield text(f"{CLASS}/infiniband_mad/abi_version", 5)
+        return iter(())
+    out: list[Node] = [CharDevice(path.lstrip("/"), major, minor)
+                       for path, major, minor in _hca_device_numbers(state)]
+    out += [Dir(f"{CLASS}/infiniband"), Dir(f"{CLASS}/infiniband_verbs"),
+            Dir(f"{CLASS}/infiniband_mad"), text(f"{CLASS}/infiniband_verbs/abi_version", 6),
+            text(f"{CLASS}/infiniband_mad/abi_version", 5)]
+    last = _last_ports
+    made: dict[PortInputs, tuple[Node, ...]] = {}
     for hca in state.hcas:
-        yield from _hca(hca, state)
+        out.extend(_hca(hca, state, last, made))
+    _last_ports = made  # only once the run is whole
+    return iter(out)

@@ -180,7 +180,7 @@ def patch(previous: Tree, changes: Sequence[tuple[Sequence[Node], Sequence[Node]
         for a, b in zip(old_nodes, new_nodes, strict=True):
             if a.path != b.path or type(a) is not type(b):
                 return None
-            if a == b:
+            if a is b or a == b:  # (a surface may reuse the very node)
                 continue
             ino = inode_of(b.path, _kind(b))
             entry = entries.get(ino)

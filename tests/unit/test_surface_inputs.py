@@ -13,8 +13,9 @@ import pytest
 
 from mokkafs.faults.effects import applied, at
 from mokkafs.state import Generation, HostFacts, State
-from mokkafs.surfaces import INPUTS, SURFACES, build_tree
+from mokkafs.surfaces import INPUTS, SURFACES, build_tree, infiniband
 from mokkafs.tree.build import Tree
+from mokkafs.tree.nodes import File
 from tests.conftest import ALL_PROFILES, profile_id, state_of
 from tests.helpers.mounts import SHIPPED_PROFILES
 
@@ -56,6 +57,10 @@ H100 = (SHIPPED_PROFILES / "h100.yaml").read_text()
     H100.replace('driver_version: "550.163.01"', 'driver_version: "580.95.05"'),
     H100.replace("product_name: DGXH100", "product_name: DGXH200"),
     H100.replace("rate_gbps: 400", "rate_gbps: 200"),
+    H100 + "faults:\n  - {name: d, kind: ib-port-down, target: mlx5_3/1}\n",  # one port
+    H100 + "faults:\n  - {name: e, kind: ib-errors, target: mlx5_4/1,\n"
+           "      rates: {symbol_error: 5}}\n",  # one port's counters
+    H100.replace("infiniband:\n", "infiniband:\n  gid_table_len: 4\n", 1),  # paths go
     H100 + "faults:\n  - {name: r, kind: hca-removed, target: mlx5_3}\n",  # paths go: whole
     H100.replace("0000:a8:00.0", "0000:a9:00.0"),  # an NVSwitch moves: whole
 ])
@@ -73,3 +78,30 @@ def test_an_incremental_build_equals_a_whole_one(tmp_path: Path, change: str) ->
     assert {i: e.node for i, e in incremental.entries.items()} == {
         i: e.node for i, e in whole.entries.items()}
     assert incremental.dynamic_parents == whole.dynamic_parents
+
+
+def test_a_swap_that_leaves_ports_alone_reuses_their_nodes(tmp_path: Path) -> None:
+    """The InfiniBand surface keeps its last run's port subtrees: a firmware change makes
+    the HCAs' nodes again and takes every port's as they were; a fault on one port makes
+    that port's again, equal to what a first run makes of it."""
+    before = state_of("h100")
+    port = "/mlx5_3/ports/1"
+    first = {n.path: n for n in infiniband.nodes(before)}
+    path = tmp_path / "after.yaml"
+    path.write_text(H100.replace("28.39.2048", "28.40.1000"))
+    firmware = {n.path: n for n in infiniband.nodes(state_of(path))}
+    path.write_text(H100 + "faults:\n  - {name: d, kind: ib-port-down, target: mlx5_3/1}\n")
+    down = at(applied(state_of(path), 0.0), 1.0)
+    faulted = {n.path: n for n in infiniband.nodes(down)}
+    assert firmware.keys() == first.keys() == faulted.keys()
+    ports = [p for p in first if "/ports/" in p]
+    assert len(ports) > 800
+    assert all(firmware[p] is first[p] for p in ports)
+    assert not any(firmware[p] is first[p] for p in first if p.endswith("/fw_ver"))
+    assert all((faulted[p] is firmware[p]) == (not p.endswith(port) and port + "/" not in p)
+               for p in ports)
+    state_path = next(p for p in ports if p.endswith(port + "/state"))
+    node = faulted[state_path]
+    assert isinstance(node, File) and node.read(1.0) == b"1: DOWN\n"
+    infiniband._last_ports.clear()  # a first run of the same State
+    assert {n.path: n for n in infiniband.nodes(down)} == faulted
