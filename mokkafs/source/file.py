@@ -8,9 +8,11 @@ mark a file that is whole. Only the removal of the name waits ``REMOVAL_GRACE`` 
 replacement an editor writes next, so a save does not flash an error.
 
 An update is emitted only when the file's bytes changed (or on ``reload()``), and a failed read
-forgets the bytes last seen, so restoring the same bytes is a change. Compiling runs in a worker
-thread; a newer change abandons a compile still running, so one slow compile never holds back
-the next edit, and shutdown never waits for one.
+forgets the bytes last seen, so restoring the same bytes is a change. Reading and compiling run
+as one step in a worker thread (one hop off the loop per change, not two); a newer change
+abandons a step still running, so one slow compile never holds back the next edit, and
+shutdown never waits for one. The bytes count as seen only once their update is sent, so an
+abandoned step cannot hide the change that superseded it.
 
 When the profile's directory goes (deleted, renamed, an unmounted volume), the source watches
 its nearest existing ancestor until the directory comes back, then follows it again by itself.
@@ -61,11 +63,12 @@ class FileSource:
         self.following = True
         self.follow_error: str | None = None
         self.reads = 0
-        self._digest: bytes | None = None
+        self._digest: bytes | None = None  # of the bytes whose update was sent last
         self._wake = trio.Event()
-        self._forced = False
+        self._forced = 0  # reloads asked for; a step started after the last is forced
+        self._forced_done = 0  # the reloads the updates sent so far answered
         self._rewatch = False
-        self._compiling: trio.CancelScope | None = None
+        self._loading: trio.CancelScope | None = None
 
     def initial(self) -> State:
         """Read and compile the file now (before anything is mounted)."""
@@ -76,7 +79,8 @@ class FileSource:
     def reload(self) -> None:
         """Re-read even if nothing changed, and set the watches again (SIGHUP). Call from the
         trio thread."""
-        self._forced = self._rewatch = True
+        self._forced += 1
+        self._rewatch = True
         self._wake.set()
 
     def _delivered(self, state: State) -> State:
@@ -84,41 +88,43 @@ class FileSource:
         self.generation += 1
         return state
 
-    def _read(self) -> tuple[str | None, MokkafsError | None]:
-        """(text, None) when the bytes changed since last seen (or a reload was asked for),
-        (None, error) when the file cannot be read, (None, None) when nothing changed."""
+    def _load(self, forced: bool) -> tuple[Update | None, bytes | None]:
+        """In a worker thread: read the file and, if its bytes are not those last sent (or
+        ``forced``), compile them. The Update (None: nothing changed) and the digest of the
+        bytes it is for (None after a failed read, so the same bytes next are a change)."""
         self.reads += 1
         try:
             text = read_text(self.path)
         except ProfileError as exc:
-            self._digest = None  # restoring the very bytes seen last is a change
-            return None, exc
+            return Update(None, exc, self.clock()), None
         except Exception as exc:  # a bug in reading: never the end of the source
             log.exception("reading %s failed", self.path)
-            self._digest = None
-            return None, internal_error(f"reading {self.path}", exc)
+            return Update(None, internal_error(f"reading {self.path}", exc), self.clock()), None
         digest = _digest(text)
-        forced, self._forced = self._forced, False
         if digest == self._digest and not forced:
-            return None, None
-        self._digest = digest
-        return text, None
+            return None, digest
+        try:
+            state = self.compile(text, str(self.path))
+        except MokkafsError as exc:
+            return Update(None, exc, self.clock()), digest
+        except Exception as exc:  # a bug in compiling: the last good view stays
+            log.exception("compiling %s failed", self.path)
+            return Update(None, internal_error(f"compiling {self.path}", exc),
+                          self.clock()), digest
+        return Update(state, None, self.clock()), digest
 
-    async def _compile(self, text: str, out: trio.MemorySendChannel[Update],
-                       scope: trio.CancelScope) -> None:
+    async def _step(self, out: trio.MemorySendChannel[Update], scope: trio.CancelScope) -> None:
+        asked = self._forced
         with scope:
-            try:
-                state = await trio.to_thread.run_sync(self.compile, text, str(self.path),
-                                                      abandon_on_cancel=True)
-            except MokkafsError as exc:
-                update = Update(None, exc, self.clock())
-            except Exception as exc:  # a bug in compiling: the last good view stays
-                log.exception("compiling %s failed", self.path)
-                update = Update(None, internal_error(f"compiling {self.path}", exc),
-                                self.clock())
-            else:
-                update = Update(self._delivered(state), None, self.clock())
+            update, digest = await trio.to_thread.run_sync(
+                self._load, asked > self._forced_done, abandon_on_cancel=True)
+            if update is None:
+                return
+            if update.state is not None:
+                update = replace(update, state=self._delivered(update.state))
             await out.send(update)
+            self._digest = digest  # seen once sent: not before, or a cancelled send hides it
+            self._forced_done = max(self._forced_done, asked)
 
     def _on_events(self, events: list[Event], profile_wd: int | None) -> float:
         """React to a batch of events: how long to wait before reading (0: now; -1: not at
@@ -144,15 +150,11 @@ class FileSource:
                     if self._rewatch:
                         self._rewatch = False
                         self._set_watches(watches)
-                        self._forced = True
-                    text, error = await trio.to_thread.run_sync(self._read)
-                    if error is not None:
-                        await out.send(Update(None, error, self.clock()))
-                    elif text is not None:
-                        if self._compiling is not None:
-                            self._compiling.cancel()  # superseded: its result is not wanted
-                        self._compiling = trio.CancelScope()
-                        nursery.start_soon(self._compile, text, out, self._compiling)
+                        self._forced += 1
+                    if self._loading is not None:
+                        self._loading.cancel()  # superseded: its result is not wanted
+                    self._loading = trio.CancelScope()
+                    nursery.start_soon(self._step, out, self._loading)
 
     async def _watch(self, watches: Watches) -> None:
         while True:

@@ -149,6 +149,42 @@ def test_a_slow_compile_never_holds_back_the_next_edit(tmp_path: Path) -> None:
         release.set()
 
 
+def test_the_same_bytes_saved_again_during_a_compile_are_delivered(tmp_path: Path) -> None:
+    """A save of the very bytes a slow compile is working on abandons that compile; the
+    step it starts must still deliver them (the bytes count as seen only once sent)."""
+    path = profile_in(tmp_path)
+    started = threading.Semaphore(0)
+    release = threading.Event()
+
+    def compile_slowly(text: str, filename: str) -> State:
+        if "# slow" in text:
+            started.release()
+            release.wait(60)
+        return compile_profile(text, filename)
+
+    source = FileSource(path, compile_slowly)
+    source.initial()
+
+    async def main() -> None:
+        async with running(source) as updates:
+            await settled(source)
+            path.write_text(H100 + "# slow\n")
+            await trio.to_thread.run_sync(started.acquire, True, 20)
+            path.write_text(H100 + "# slow\n")  # again, while the first compile runs
+            await trio.to_thread.run_sync(started.acquire, True, 20)  # the second step's
+            release.set()
+            update = await next_update(updates)
+            assert gpus(update.state) == 8 and update.state and update.state.generation == 2
+            path.write_text(T4)
+            after = await next_update(updates)  # the next is T4's: one update for the two
+            assert gpus(after.state) == 4 and after.state and after.state.generation == 3
+
+    try:
+        trio.run(main)
+    finally:
+        release.set()
+
+
 def test_errors_are_updates_and_a_failed_read_forgets_the_bytes(tmp_path: Path) -> None:
     path = profile_in(tmp_path)
     source = FileSource(path, compile_profile)
