@@ -1,5 +1,5 @@
 """Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns),
-raising OSError with the errno like os does."""
+raising OSError with the errno like os does; and glibc's malloc_trim."""
 
 from __future__ import annotations
 
@@ -36,3 +36,12 @@ def umount_lazily(target: str) -> bool:
 
 def setns(fd: int, nstype: int, what: str) -> None:
     check(libc.setns(fd, nstype), f"setns into {what}")
+
+
+def release_free_heap() -> None:
+    """Give the pages of freed heap back to the kernel (glibc's malloc_trim; nothing where the
+    C library has none). After building a large tree the heap holds its transient peak,
+    which RSS keeps counting until something is allocated there again."""
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
