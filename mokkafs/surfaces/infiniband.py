@@ -209,6 +209,7 @@ def _hca_device_numbers(state: State) -> list[tuple[str, int, int]]:
 def nodes(state: State) -> Iterator[Node]:
     global _last_ports
     if not state.hcas:
+        _last_ports = {}  # nothing kept for a node that may never serve InfiniBand again
         return iter(())
     out: list[Node] = [CharDevice(path.lstrip("/"), major, minor)
                        for path, major, minor in _hca_device_numbers(state)]
