@@ -5,11 +5,15 @@ sit and the bridges above them (``topology``), the HCAs (``infiniband``), the ma
 them (``platform``). This module puts them together into PCI functions and the State. The
 problems of each stage are collected in one ``Problems`` and reported together, each naming its
 YAML path; a stage that depends on an earlier one runs only once that one has none.
+
+Compiling runs on every profile change, so the PCI side (host bridges, functions, addresses,
+the HCAs' places and names) of the last compile is reused when the profile differs from the
+last one only in HCA-only settings (``HCA_ONLY``: firmware, rates, traffic, ...) or faults.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
 
 from mokkafs.errors import Problem, ProfileError
@@ -113,14 +117,94 @@ class _Endpoint:
     gpu: devices.Gpu | None = None
 
 
+# The InfiniBand settings that place no function, bus or address: the PCI side of a profile
+# (below) never sees them, so a swap that changes only these (firmware, rates, traffic) or the
+# faults reuses the last compile's PCI side. ``infiniband.check`` reads some of them; it runs
+# on every compile.
+HCA_ONLY = ("fw_version", "hw_rev", "board_id", "node_desc_template", "rate_gbps", "port_state",
+            "phys_state", "guid_prefix", "ports_per_hca", "gid_table_len", "pkey_table_len",
+            "traffic", "ofed_version")
+_HCA_DEFAULTS = {name: InfiniBand.model_fields[name].get_default(call_default_factory=True)
+                 for name in HCA_ONLY}
+
+
+@dataclass(frozen=True)
+class _PciSide:
+    """What a profile's PCI devices compile to: the host bridges, every function, and the
+    HCAs' addresses and names."""
+
+    roots: tuple[RootComplex, ...]
+    nr_cpus: int
+    functions: tuple[PciFunction, ...]
+    hca_bdfs: tuple[Bdf, ...]
+    hca_names: tuple[str, ...]
+
+
+# The last PCI side compiled, with what it was compiled from: one entry, replaced whole (a
+# compile abandoned in one thread while the next runs in another at worst misses it).
+_last_pci: tuple[tuple[Profile, str, bool], _PciSide] | None = None
+
+
 def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                     options: Options) -> State:
     """Compile a validated profile into a State, or raise ``ProfileError`` naming every problem."""
+    global _last_pci
     problems = Problems(filename, lines)
+    ib = profile.infiniband
+    # What the PCI side may see: the profile without its HCA-only settings and its faults.
+    pci_profile = profile.model_copy(update={
+        "infiniband": ib.model_copy(update=_HCA_DEFAULTS), "faults": []})
+    key = (pci_profile, options.node_name, options.infiniband)
+    last = _last_pci
+    if last is not None and last[0] == key:
+        pci = last[1]
+        if pci.hca_bdfs:  # the checks of what the PCI side did not see
+            infiniband.check(ib, len(pci.hca_bdfs), problems)
+            problems.check()
+    else:
+        pci = _pci_side(pci_profile, filename, options.node_name, options.infiniband,
+                        problems, lambda count: infiniband.check(ib, count, problems))
+        _last_pci = key, pci
+    hcas: tuple[Hca, ...] = ()
+    if pci.hca_bdfs:
+        try:
+            hcas = infiniband.hcas(ib, list(pci.hca_bdfs), list(pci.hca_names),
+                                   options.node_name, options.node_index)
+        except ValueError as exc:
+            raise ProfileError(filename, [Problem("infiniband", str(exc))]) from None
+    state = State(
+        generation=Generation(options.generation),
+        source=filename,
+        node_name=options.node_name,
+        node_index=options.node_index,
+        roots=pci.roots,
+        functions=pci.functions,
+        hcas=hcas,
+        char_majors=_majors(profile, bool(pci.hca_bdfs), problems),
+        nr_cpus=pci.nr_cpus,
+        loaded_at=options.loaded_at,
+        platform=platform(profile, options.node_name, options.node_index),
+        driver=driver(profile),
+        iommu=(profile.pcie_topology or PcieTopology()).iommu,
+        host=options.host,
+        started_at=options.started_at,
+        counter_quantum=options.counter_quantum,
+    )
+    specs = compile_faults(profile.faults, state, ("faults",), problems)
+    problems.check()
+    return replace(state, faults=specs)
+
+
+def _pci_side(profile: Profile, filename: str, node_name: str, ib_served: bool,
+              problems: Problems, check_ib: Callable[[int], None]) -> _PciSide:
+    """The PCI devices of ``profile`` (as ``compile_profile`` lets this see it: no HCA-only
+    setting, no faults) on node ``node_name``, its HCAs only if ``ib_served``: a function of
+    exactly what ``compile_profile`` keys its reuse on. ``check_ib(count)`` checks the
+    InfiniBand section once the HCAs are counted. Raises ``ProfileError``."""
     gpus = devices.gpus(profile, problems)
     switches = devices.nvswitches(profile, gpus[0].architecture if gpus else "")
     ib = profile.infiniband
-    ib_on = ib.enabled and options.infiniband
+    ib_on = ib.enabled and ib_served
     declared_hcas = infiniband.declared(ib)
     # Declared HCAs a node serves without InfiniBand leave their slots empty, so the
     # bridges, buses and every other device's path stay as they are with it.
@@ -144,7 +228,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
     hca_count = 0
     if ib_on:
         hca_count = len(declared_hcas) or ib.hca_count or len(gpus) * ib.hcas_per_gpu
-        infiniband.check(ib, hca_count, problems)
+        check_ib(hca_count)
     problems.check()
     placed = declared_hcas if ib_on else []
     if ib_on and not declared_hcas:
@@ -167,35 +251,9 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                              problems, topo.first_root_port)
     problems.check()
     functions = _functions(profile, endpoints, placement, layout, {r.id: r for r in roots},
-                           options.node_name)
-    hcas: tuple[Hca, ...] = ()
-    if hca_count:
-        try:
-            hcas = infiniband.hcas(ib, [p.bdf for p in placed], hca_names, options.node_name,
-                                   options.node_index)
-        except ValueError as exc:
-            raise ProfileError(filename, [Problem("infiniband", str(exc))]) from None
-    state = State(
-        generation=Generation(options.generation),
-        source=filename,
-        node_name=options.node_name,
-        node_index=options.node_index,
-        roots=roots,
-        functions=functions,
-        hcas=hcas,
-        char_majors=_majors(profile, bool(hca_count), problems),
-        nr_cpus=nr_cpus,
-        loaded_at=options.loaded_at,
-        platform=platform(profile, options.node_name, options.node_index),
-        driver=driver(profile),
-        iommu=topo.iommu,
-        host=options.host,
-        started_at=options.started_at,
-        counter_quantum=options.counter_quantum,
-    )
-    specs = compile_faults(profile.faults, state, ("faults",), problems)
-    problems.check()
-    return replace(state, faults=specs)
+                           node_name)
+    return _PciSide(roots, nr_cpus, functions, tuple(p.bdf for p in placed),
+                    tuple(hca_names))
 
 
 def _root_of(bdf: Bdf, found: dict[RootId, topology.Root]) -> RootId:

@@ -1,6 +1,7 @@
-"""Incremental builds are right: every surface reads only the State fields ``INPUTS`` names
-for it (so reusing its last output when those are equal is sound), and a tree patched or
-partly reused equals the tree built whole from the same State."""
+"""Incremental compiles and builds are right: a compile that reuses the last PCI side equals
+one that does not; every surface reads only the State fields ``INPUTS`` names for it (so
+reusing its last output when those are equal is sound), and a tree patched or partly reused
+equals the tree built whole from the same State."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from mokkafs.errors import ProfileError
 from mokkafs.faults.effects import applied, at
+from mokkafs.profile import compile as profile_compile
 from mokkafs.state import Generation, HostFacts, State
 from mokkafs.surfaces import INPUTS, SURFACES, build_tree, infiniband
 from mokkafs.tree.build import Tree
@@ -105,3 +108,40 @@ def test_a_swap_that_leaves_ports_alone_reuses_their_nodes(tmp_path: Path) -> No
     assert isinstance(node, File) and node.read(1.0) == b"1: DOWN\n"
     infiniband._last_ports.clear()  # a first run of the same State
     assert {n.path: n for n in infiniband.nodes(down)} == faulted
+
+
+IB_ERRORS = "infiniband:\n  traffic: {errors_per_sec: {symbol_error: 1}}\n"
+
+
+@pytest.mark.parametrize(("change", "reused"), [
+    (H100.replace("28.39.2048", "28.40.1000"), True),  # HCA-only settings
+    (H100.replace("rate_gbps: 400", "rate_gbps: 200"), True),
+    (H100.replace("infiniband:\n", IB_ERRORS, 1), True),
+    (H100 + "faults:\n  - {name: d, kind: ib-port-down, target: mlx5_3/1}\n", True),
+    (H100.replace("hca_type: MT4129", "hca_type: MT4123"), False),  # the HCAs' device id
+    (H100.replace("{bus_id: \"0000:aa:00.1\", name: mlx5_8}",
+                  "{bus_id: \"0000:aa:00.1\", name: mlx5_12}"), False),  # an HCA's name
+    (H100.replace("product_name: DGXH100", "product_name: DGXH200"), False),
+    (H100.replace("0000:a8:00.0", "0000:a9:00.0"), False),  # an NVSwitch moves
+])
+def test_a_compile_reusing_the_pci_side_equals_a_fresh_one(tmp_path: Path, change: str,
+                                                          reused: bool) -> None:
+    before = state_of("h100")
+    path = tmp_path / "after.yaml"
+    path.write_text(change)
+    after = state_of(path)
+    assert (after.functions is before.functions) is reused
+    profile_compile._last_pci = None
+    assert state_of(path) == after
+
+
+def test_a_reused_pci_side_still_checks_the_infiniband_section(tmp_path: Path) -> None:
+    """The checks of HCA-only settings run on every compile, not only with the PCI side."""
+    state_of("h100")
+    last = profile_compile._last_pci
+    path = tmp_path / "after.yaml"
+    path.write_text(H100.replace("infiniband:\n", IB_ERRORS.replace("symbol_error",
+                                                                      "no_such_counter"), 1))
+    with pytest.raises(ProfileError, match=r"errors_per_sec\.no_such_counter: not an error"):
+        state_of(path)
+    assert last is not None and profile_compile._last_pci is last  # reused, and checked
