@@ -69,6 +69,7 @@ class FileSource:
         self._forced_done = 0  # the reloads the updates sent so far answered
         self._rewatch = False
         self._loading: trio.CancelScope | None = None
+        self._delivering = trio.Lock()
 
     def initial(self) -> State:
         """Read and compile the file now (before anything is mounted)."""
@@ -115,16 +116,21 @@ class FileSource:
 
     async def _step(self, out: trio.MemorySendChannel[Update], scope: trio.CancelScope) -> None:
         asked = self._forced
+        forced = asked > self._forced_done
         with scope:
-            update, digest = await trio.to_thread.run_sync(
-                self._load, asked > self._forced_done, abandon_on_cancel=True)
-            if update is None:
-                return
-            if update.state is not None:
-                update = replace(update, state=self._delivered(update.state))
-            await out.send(update)
-            self._digest = digest  # seen once sent: not before, or a cancelled send hides it
-            self._forced_done = max(self._forced_done, asked)
+            update, digest = await trio.to_thread.run_sync(self._load, forced,
+                                                           abandon_on_cancel=True)
+            # One step delivers at a time, and judges by the bytes sent last only then: a step
+            # started while an earlier one was sending the same bytes must not send them again.
+            async with self._delivering:
+                if update is None or (digest is not None and digest == self._digest
+                                      and not forced):
+                    return
+                if update.state is not None:
+                    update = replace(update, state=self._delivered(update.state))
+                await out.send(update)
+                self._digest = digest  # seen once sent: not before, or a cancelled send hid it
+                self._forced_done = max(self._forced_done, asked)
 
     def _on_events(self, events: list[Event], profile_wd: int | None) -> float:
         """React to a batch of events: how long to wait before reading (0: now; -1: not at

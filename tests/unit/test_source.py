@@ -19,6 +19,7 @@ from mokkafs.obs.status import Status
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import compile_text
 from mokkafs.source import Update
+from mokkafs.source import file as file_source
 from mokkafs.source.file import FileSource
 from mokkafs.source.inotify import Watches
 from mokkafs.state import State
@@ -183,6 +184,33 @@ def test_the_same_bytes_saved_again_during_a_compile_are_delivered(tmp_path: Pat
         trio.run(main)
     finally:
         release.set()
+
+
+def test_two_steps_that_read_the_same_new_bytes_deliver_them_once(tmp_path: Path) -> None:
+    """A save's events can start a second step while the first is still sending what it
+    read: the second, having read the same bytes, must not load them again."""
+    path = profile_in(tmp_path)
+    source = FileSource(path, compile_profile)
+    source.initial()
+    read = Update(compile_profile(T4, str(path)), None, 0.0), file_source._digest(T4)
+    both = threading.Barrier(2)  # both steps have read before either is back on the loop
+
+    def load(forced: bool) -> tuple[Update | None, bytes | None]:
+        both.wait(20)
+        return read
+
+    source._load = load  # type: ignore[method-assign]
+
+    async def main() -> list[Update]:
+        send, recv = trio.open_memory_channel[Update](16)
+        async with trio.open_nursery() as nursery:
+            for _ in range(2):
+                nursery.start_soon(source._step, send, trio.CancelScope())
+        send.close()
+        return [update async for update in recv]
+
+    updates = trio.run(main)
+    assert len(updates) == 1 and gpus(updates[0].state) == 4 and source.generation == 3
 
 
 def test_errors_are_updates_and_a_failed_read_forgets_the_bytes(tmp_path: Path) -> None:
