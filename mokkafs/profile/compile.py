@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field, replace
 
+from pydantic import BaseModel
+
 from mokkafs.errors import Problem, ProfileError
 from mokkafs.profile import devices, infiniband, topology
 from mokkafs.profile.bdf import Bdf, RootId
@@ -142,7 +144,21 @@ class _PciSide:
 
 # The last PCI side compiled, with what it was compiled from: one entry, replaced whole (a
 # compile abandoned in one thread while the next runs in another at worst misses it).
-_last_pci: tuple[tuple[Profile, str, bool], _PciSide] | None = None
+_last_pci: tuple[tuple[Profile, object, str, bool], _PciSide] | None = None
+
+
+def _set_fields(value: object) -> object:
+    """Which fields of every model in ``value`` the document set. Pydantic's equality leaves
+    this out, and it matters: a GPU's own ``pcie: {}`` overrides ``device_defaults`` where
+    leaving the key out does not (``devices.gpus``)."""
+    if isinstance(value, BaseModel):
+        names = sorted(value.model_fields_set)
+        return tuple((name, _set_fields(getattr(value, name))) for name in names)
+    if isinstance(value, list | tuple):
+        return tuple(_set_fields(item) for item in value)
+    if isinstance(value, dict):
+        return tuple((key, _set_fields(item)) for key, item in value.items())
+    return None
 
 
 def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
@@ -154,7 +170,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
     # What the PCI side may see: the profile without its HCA-only settings and its faults.
     pci_profile = profile.model_copy(update={
         "infiniband": ib.model_copy(update=_HCA_DEFAULTS), "faults": []})
-    key = (pci_profile, options.node_name, options.infiniband)
+    key = (pci_profile, _set_fields(pci_profile), options.node_name, options.infiniband)
     last = _last_pci
     if last is not None and last[0] == key:
         pci = last[1]

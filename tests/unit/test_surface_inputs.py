@@ -123,6 +123,9 @@ IB_ERRORS = "infiniband:\n  traffic: {errors_per_sec: {symbol_error: 1}}\n"
                   "{bus_id: \"0000:aa:00.1\", name: mlx5_12}"), False),  # an HCA's name
     (H100.replace("product_name: DGXH100", "product_name: DGXH200"), False),
     (H100.replace("0000:a8:00.0", "0000:a9:00.0"), False),  # an NVSwitch moves
+    # a GPU's own (default) PCIe link instead of device_defaults' Gen 5: equal models, but
+    # a key set in the document
+    (H100.replace("{index: 0, uuid", "{index: 0, pcie: {}, uuid"), False),
 ])
 def test_a_compile_reusing_the_pci_side_equals_a_fresh_one(tmp_path: Path, change: str,
                                                           reused: bool) -> None:
