@@ -11,8 +11,9 @@ An update is emitted only when the file's bytes changed (or on ``reload()``), an
 forgets the bytes last seen, so restoring the same bytes is a change. Reading and compiling run
 as one step in a worker thread (one hop off the loop per change, not two); a newer change
 abandons a step still running, so one slow compile never holds back the next edit, and
-shutdown never waits for one. The bytes count as seen only once their update is sent, so an
-abandoned step cannot hide the change that superseded it.
+shutdown never waits for one. Whether a step's bytes are news is judged when it is about to
+send them, one step at a time, and they count as seen only once sent: so an abandoned step
+cannot hide the change that superseded it, and two steps that read the same save send it once.
 
 When the profile's directory goes (deleted, renamed, an unmounted volume), the source watches
 its nearest existing ancestor until the directory comes back, then follows it again by itself.
@@ -75,7 +76,9 @@ class FileSource:
         """Read and compile the file now (before anything is mounted)."""
         text = read_text(self.path)
         self._digest = _digest(text)
-        return self._delivered(self.compile(text, str(self.path)))
+        state = self._numbered(self.compile(text, str(self.path)))
+        self.generation += 1
+        return state
 
     def reload(self) -> None:
         """Re-read even if nothing changed, and set the watches again (SIGHUP). Call from the
@@ -84,15 +87,14 @@ class FileSource:
         self._rewatch = True
         self._wake.set()
 
-    def _delivered(self, state: State) -> State:
-        state = replace(state, generation=Generation(self.generation))
-        self.generation += 1
-        return state
+    def _numbered(self, state: State) -> State:
+        return replace(state, generation=Generation(self.generation))
 
-    def _load(self, forced: bool) -> tuple[Update | None, bytes | None]:
-        """In a worker thread: read the file and, if its bytes are not those last sent (or
-        ``forced``), compile them. The Update (None: nothing changed) and the digest of the
-        bytes it is for (None after a failed read, so the same bytes next are a change)."""
+    def _load(self) -> tuple[Update, bytes | None]:
+        """In a worker thread: read the file and compile it. The Update and the digest of the
+        bytes it is for (None after a failed read, so the same bytes next are a change).
+        Whether those bytes are news is judged on the loop, when the update is to be sent:
+        a thread cannot know what an earlier step is sending meanwhile."""
         self.reads += 1
         try:
             text = read_text(self.path)
@@ -102,8 +104,6 @@ class FileSource:
             log.exception("reading %s failed", self.path)
             return Update(None, internal_error(f"reading {self.path}", exc), self.clock()), None
         digest = _digest(text)
-        if digest == self._digest and not forced:
-            return None, digest
         try:
             state = self.compile(text, str(self.path))
         except MokkafsError as exc:
@@ -118,19 +118,20 @@ class FileSource:
         asked = self._forced
         forced = asked > self._forced_done
         with scope:
-            update, digest = await trio.to_thread.run_sync(self._load, forced,
-                                                           abandon_on_cancel=True)
+            update, digest = await trio.to_thread.run_sync(self._load, abandon_on_cancel=True)
             # One step delivers at a time, and judges by the bytes sent last only then: a step
             # started while an earlier one was sending the same bytes must not send them again.
             async with self._delivering:
-                if update is None or (digest is not None and digest == self._digest
-                                      and not forced):
+                if digest is not None and digest == self._digest and not forced:
                     return
                 if update.state is not None:
-                    update = replace(update, state=self._delivered(update.state))
+                    update = replace(update, state=self._numbered(update.state))
                 await out.send(update)
-                self._digest = digest  # seen once sent: not before, or a cancelled send hid it
+                # Only once sent: a send cancelled before it delivered changes nothing.
+                self._digest = digest
                 self._forced_done = max(self._forced_done, asked)
+                if update.state is not None:
+                    self.generation += 1
 
     def _on_events(self, events: list[Event], profile_wd: int | None) -> float:
         """React to a batch of events: how long to wait before reading (0: now; -1: not at

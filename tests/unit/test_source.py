@@ -195,7 +195,7 @@ def test_two_steps_that_read_the_same_new_bytes_deliver_them_once(tmp_path: Path
     read = Update(compile_profile(T4, str(path)), None, 0.0), file_source._digest(T4)
     both = threading.Barrier(2)  # both steps have read before either is back on the loop
 
-    def load(forced: bool) -> tuple[Update | None, bytes | None]:
+    def load() -> tuple[Update, bytes | None]:
         both.wait(20)
         return read
 
