@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -117,73 +117,84 @@ def test_a_configmap_swap_is_one_update(tmp_path: Path) -> None:
     trio.run(main)
 
 
-def test_a_slow_compile_never_holds_back_the_next_edit(tmp_path: Path) -> None:
-    path = profile_in(tmp_path)
-    stuck = threading.Event()
-    release = threading.Event()
+class SlowCompiles:
+    """A compile that, for text marked ``# slow``, says it started and then waits to be
+    released (as a compile that takes a minute)."""
 
-    def compile_slowly(text: str, filename: str) -> State:
+    def __init__(self) -> None:
+        self.started = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def __call__(self, text: str, filename: str) -> State:
         if "# slow" in text:
-            stuck.set()
-            release.wait(60)  # a compile that takes a minute
+            self.started.release()
+            self.release.wait(60)
         return compile_profile(text, filename)
 
-    source = FileSource(path, compile_slowly)
+    async def wait_started(self) -> None:
+        assert await trio.to_thread.run_sync(self.started.acquire, True, 20)
+
+
+def save(path: Path, text: str) -> None:
+    """Write a profile from the loop (a local file of a few KiB: not worth a thread)."""
+    path.write_text(text)
+
+
+def with_slow_compiles(tmp_path: Path, body: Callable[[Path, SlowCompiles,
+                                                     trio.MemoryReceiveChannel[Update]],
+                                                    Awaitable[None]]) -> None:
+    """Run ``body(path, slow, updates)`` against a running source whose compiles are
+    ``slow``, releasing any still waiting at the end."""
+    path = profile_in(tmp_path)
+    slow = SlowCompiles()
+    source = FileSource(path, slow)
     source.initial()
 
     async def main() -> None:
         async with running(source) as updates:
             await settled(source)
-            path.write_text(H100 + "# slow\n")
-            await trio.to_thread.run_sync(stuck.wait, 20)
-            path.write_text(T4)  # while the slow one still compiles
-            update = await next_update(updates)
-            assert gpus(update.state) == 4  # the newer edit, not the slow one
-            release.set()
-            with trio.move_on_after(0.5):  # the abandoned compile sends nothing
-                late = await updates.receive()
-                pytest.fail(f"an abandoned compile was delivered: {late}")
+            await body(path, slow, updates)
 
     try:
         trio.run(main)
     finally:
-        release.set()
+        slow.release.set()
+
+
+def test_a_slow_compile_never_holds_back_the_next_edit(tmp_path: Path) -> None:
+    async def body(path: Path, slow: SlowCompiles,
+                   updates: trio.MemoryReceiveChannel[Update]) -> None:
+        save(path, H100 + "# slow\n")
+        await slow.wait_started()
+        save(path, T4)  # while the slow one still compiles
+        update = await next_update(updates)
+        assert gpus(update.state) == 4  # the newer edit, not the slow one
+        slow.release.set()
+        with trio.move_on_after(0.5):  # the abandoned compile sends nothing
+            late = await updates.receive()
+            pytest.fail(f"an abandoned compile was delivered: {late}")
+
+    with_slow_compiles(tmp_path, body)
 
 
 def test_the_same_bytes_saved_again_during_a_compile_are_delivered(tmp_path: Path) -> None:
     """A save of the very bytes a slow compile is working on abandons that compile; the
     step it starts must still deliver them (the bytes count as seen only once sent)."""
-    path = profile_in(tmp_path)
-    started = threading.Semaphore(0)
-    release = threading.Event()
 
-    def compile_slowly(text: str, filename: str) -> State:
-        if "# slow" in text:
-            started.release()
-            release.wait(60)
-        return compile_profile(text, filename)
+    async def body(path: Path, slow: SlowCompiles,
+                   updates: trio.MemoryReceiveChannel[Update]) -> None:
+        save(path, H100 + "# slow\n")
+        await slow.wait_started()
+        save(path, H100 + "# slow\n")  # again, while the first compile runs
+        await slow.wait_started()  # the second step's
+        slow.release.set()
+        update = await next_update(updates)
+        assert gpus(update.state) == 8 and update.state and update.state.generation == 2
+        save(path, T4)
+        after = await next_update(updates)  # the next is T4's: one update for the two
+        assert gpus(after.state) == 4 and after.state and after.state.generation == 3
 
-    source = FileSource(path, compile_slowly)
-    source.initial()
-
-    async def main() -> None:
-        async with running(source) as updates:
-            await settled(source)
-            path.write_text(H100 + "# slow\n")
-            await trio.to_thread.run_sync(started.acquire, True, 20)
-            path.write_text(H100 + "# slow\n")  # again, while the first compile runs
-            await trio.to_thread.run_sync(started.acquire, True, 20)  # the second step's
-            release.set()
-            update = await next_update(updates)
-            assert gpus(update.state) == 8 and update.state and update.state.generation == 2
-            path.write_text(T4)
-            after = await next_update(updates)  # the next is T4's: one update for the two
-            assert gpus(after.state) == 4 and after.state and after.state.generation == 3
-
-    try:
-        trio.run(main)
-    finally:
-        release.set()
+    with_slow_compiles(tmp_path, body)
 
 
 def test_two_steps_that_read_the_same_new_bytes_deliver_them_once(tmp_path: Path) -> None:
