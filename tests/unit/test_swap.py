@@ -12,6 +12,11 @@ import trio
 
 from mokkafs.faults.effects import carry
 from mokkafs.fuse.invalidate import Invalidator
+from mokkafs.fuse.view import TreeHolder
+from mokkafs.obs.metrics import Metrics
+from mokkafs.obs.status import Status
+from mokkafs.serve import swap
+from mokkafs.source import Update
 from mokkafs.state import Generation, Traffic
 from mokkafs.surfaces import build_tree, ib_traffic
 from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
@@ -162,12 +167,6 @@ def test_a_carry_that_raises_keeps_the_last_view(monkeypatch: pytest.MonkeyPatch
     """Carrying counters over to a new State runs in the build's worker thread and under its
     guard: a bug there is reported like a surface's and the served view stays, where before it
     ran on the FUSE loop and its exception ended the swapper (and the daemon)."""
-    from mokkafs.fuse.view import TreeHolder
-    from mokkafs.obs.metrics import Metrics
-    from mokkafs.obs.status import Status
-    from mokkafs.serve import swap
-    from mokkafs.source import Update
-
     expected_logs.append("building generation 2 failed")
     state = state_of("h100")
     tree, counts = build_tree(state)
