@@ -13,6 +13,7 @@ Contract with the kernel:
 
 from __future__ import annotations
 
+import bisect
 import errno
 import logging
 import os
@@ -99,18 +100,16 @@ class Operations(pyfuse3.Operations):
         entry = tree.get(inode)
         if entry is not None:
             return await self.serving.attributes(tree, entry)
-        node = self.view.host_node(inode)
-        assert self.view.host is not None
-        st = await self.view.on_host(self.view.host.lstat, node)
+        host, node = self.view.hosted(inode)
+        st = await self.view.on_host(host.lstat, node)
         return await self.serving.host_attributes(node, st)
 
     @guarded
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         entry = self.view.holder.tree.get(inode)
         if entry is None:
-            assert self.view.host is not None
-            target = await self.view.on_host(self.view.host.readlink, self.view.host_node(inode))
-            return os.fsencode(target)
+            host, node = self.view.hosted(inode)
+            return os.fsencode(await self.view.on_host(host.readlink, node))
         if not isinstance(entry.node, Symlink):
             raise pyfuse3.FUSEError(errno.EINVAL)
         return os.fsencode(entry.node.target)
@@ -121,10 +120,14 @@ class Operations(pyfuse3.Operations):
 
     @guarded
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        # Each entry's offset is its inode number, and entries come in that order (as kernfs
+        # orders by name hash): a listing read in several calls resumes after the last entry
+        # it was given even if a swap came between, so no name both generations hold is
+        # skipped or given twice.
         items = await self.serving.entries(fh)
-        for offset in range(start_id, len(items)):
-            name, attrs, host_node = items[offset]
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, offset + 1):
+        first = bisect.bisect_right(items, start_id, key=lambda item: item[1].st_ino)
+        for name, given, host_node in items[first:]:
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), given, given.st_ino):
                 break
             if host_node is not None and self.view.host is not None:
                 self.view.host.remember(host_node)  # each entry given counts as a lookup

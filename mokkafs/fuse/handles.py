@@ -1,10 +1,11 @@
 """keep-cache mode's open handles: per-open snapshots of what a reader sees.
 
 Each open takes a snapshot of the content, so a reader sees one generation and one instant
-from its first byte to its last. Static files are opened with ``keep_cache``. Because a reader
-may refill the page cache with old bytes after a swap invalidated it, an open of a file that
-still has (or had, since the last open) a handle on other bytes is answered without
-``keep_cache``, which makes the kernel drop the file's pages there and then.
+from its first byte to its last. Static files are opened with ``keep_cache``. The page cache
+is the file's, not a handle's, and a handle opened before a swap refills it with its old
+bytes when it reads again. So an open of a file that another open handle holds other bytes
+of reads around the page cache (``direct_io``), and one that only had such a handle since
+the last open is answered without ``keep_cache``, which drops the file's pages there and then.
 """
 
 from __future__ import annotations
@@ -30,16 +31,18 @@ class Handles:
     def new(self) -> FileHandle:
         return FileHandle(next(self._next))
 
-    def open_file(self, inode: int, content: bytes) -> tuple[FileHandle, bool]:
-        """A handle on ``content``, and whether the kernel may keep the file's pages (no
-        other handle holds, or held, other bytes)."""
+    def open_file(self, inode: int, content: bytes) -> tuple[FileHandle, bool, bool]:
+        """A handle on ``content``; whether the kernel may keep the file's pages (no other
+        handle holds, or held, other bytes); and whether its reads must bypass them (another
+        open handle holds other bytes, and may put them there at its next read)."""
         fh = self.new()
         others = self._by_inode.setdefault(inode, set())
-        stale = inode in self._stale or any(self.files[h][1] != content for h in others)
+        apart = any(self.files[h][1] != content for h in others)
+        stale = apart or inode in self._stale
         self._stale.discard(inode)
         self.files[fh] = (inode, content)
         others.add(fh)
-        return fh, not stale
+        return fh, not stale, apart
 
     def close_file(self, fh: FileHandle, current: bytes | None) -> None:
         """Release ``fh``; ``current`` is the file's static content now (None: dynamic or

@@ -58,8 +58,8 @@ class Invalidator:
             raise RuntimeError("kernel cache invalidation must not run on the FUSE loop's "
                                "thread (it can deadlock); use trio.to_thread.run_sync")
         counts = Counts()
-        for parent, name, inode in plan.removed:
-            self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), inode)
+        for parent, name, deleted in plan.removed:
+            self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), deleted)
         for inode in plan.changed_data:
             self._send(counts, self.kernel.invalidate_inode, inode, False)
         for inode in plan.changed_attrs:

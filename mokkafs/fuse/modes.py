@@ -24,7 +24,6 @@ import errno
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from operator import itemgetter
 
 import pyfuse3
 
@@ -111,19 +110,23 @@ class Serving(abc.ABC):
         return self.listed_host_attributes(node, st)
 
     async def listing(self, tree: Tree, inode: int, key: int) -> list[Item]:
-        """A directory's entries in name order: the tree's, then (merged and host
-        directories) the host's from instance ``key``."""
+        """A directory's entries, the tree's and (merged and host directories) the host's
+        from instance ``key``, in inode order: the order of the offsets READDIR gives them
+        (``Operations.readdir``)."""
+        host: list[tuple[str, HostNode, os.stat_result]] = []
+        if self.view.merged(tree, inode) is not None:
+            host = await self.view.on_host(self.view.host_entries, tree, inode, key)
+            current = self.view.holder.tree
+            if current is not tree:  # swapped meanwhile: list (and size) what serves now
+                return await self.listing(current, inode, self.key_of(current, inode))
         entry = tree.get(inode)
         if entry is not None and not isinstance(entry.node, Dir):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         items: list[Item] = [] if entry is None else [
             (name, self.entry_attributes(tree, tree.entries[ino]), None)
             for name, ino in zip(entry.names, entry.inodes, strict=True)]
-        if self.view.merged(tree, inode) is None:
-            return items
-        host = await self.view.on_host(self.view.host_entries, tree, inode, key)
         items += [(name, self.listed_host_attributes(node, st), node) for name, node, st in host]
-        items.sort(key=itemgetter(0))
+        items.sort(key=lambda item: item[1].st_ino)
         return items
 
     def key_of(self, tree: Tree, inode: int) -> int:
@@ -262,9 +265,10 @@ class NoOpen(Serving):
             now = self.view.clock()
             return self.snapshots.take(fh, entry.node.read(now),
                                        pinned=True).content[off:off + size]
-        host = self.view.host
-        assert host is not None
-        return await self.view.on_host(host.read, self.view.host_node(fh), size, off)
+        # Neither the tree's nor the host's: a file a swap removed, read through a descriptor
+        # opened before. Reading a removed sysfs attribute fails so.
+        host, found = self.view.hosted(fh, missing=errno.ENODEV)
+        return await self.view.on_host(host.read, found, size, off)
 
     def release(self, fh: int) -> None:
         pass
@@ -304,9 +308,8 @@ class KeepCache(Serving):
             raise pyfuse3.FUSEError(errno.EROFS)
         entry = self.view.holder.tree.get(inode)
         if entry is None:
-            host = self.view.host
-            assert host is not None
-            fd = await self.view.on_host(host.open, self.view.host_node(inode))
+            host, found = self.view.hosted(inode)
+            fd = await self.view.on_host(host.open, found)
             fh = self.handles.new()
             self.handles.hosts[fh] = fd
             return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
@@ -317,8 +320,8 @@ class KeepCache(Serving):
             raise pyfuse3.FUSEError(errno.ELOOP)
         if node.error:
             raise pyfuse3.FUSEError(node.error)
-        fh, keep = self.handles.open_file(inode, node.read(self.view.clock()))
-        if node.dynamic:
+        fh, keep, apart = self.handles.open_file(inode, node.read(self.view.clock()))
+        if node.dynamic or apart:
             return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
         return pyfuse3.FileInfo(fh=fh, direct_io=False, keep_cache=keep)
 

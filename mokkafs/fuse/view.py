@@ -66,11 +66,18 @@ class View:
             raise pyfuse3.FUSEError(errno.ENOENT)
         return entry
 
+    def hosted(self, inode: int, missing: int = errno.ENOENT) -> tuple[HostView, HostNode]:
+        """The host view and its node for an inode the tree does not hold; the FUSEError
+        ``missing`` when there is none (an inode a swap removed that the kernel still
+        holds, with or without host sysfs)."""
+        host = self.host
+        node = host.node(inode) if host is not None else None
+        if host is None or node is None:
+            raise pyfuse3.FUSEError(missing)
+        return host, node
+
     def host_node(self, inode: int) -> HostNode:
-        node = self.host.node(inode) if self.host is not None else None
-        if node is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
-        return node
+        return self.hosted(inode)[1]
 
     def merged(self, tree: Tree, inode: int) -> tuple[str, tuple[str, ...], int] | None:
         """(host path, hidden patterns, instance key) of a directory whose host entries show,

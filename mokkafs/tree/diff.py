@@ -4,7 +4,8 @@ Inode numbers are stable per (kind, path), so entries match by inode:
 - ``changed``: in both, with other content, mode, target or listing (their cached attributes
   and pages must go);
 - ``removed``: gone, given as the top of each removed subtree (forgetting a directory's
-  dentry drops everything below it);
+  dentry drops everything below it), with the inode to report deleted: a file's or link's,
+  never a directory's (see ``Invalidation``);
 - ``added``: new, given as the top of each added subtree (a negative dentry may be cached),
   and directories that begin or cease to hold dynamic files (no-open mode gives their entries
   another timeout, which only a new LOOKUP can bring).
@@ -15,14 +16,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mokkafs.tree.build import Inode, Tree
-from mokkafs.tree.nodes import CharDevice, File
+from mokkafs.tree.nodes import CharDevice, Dir, File
 
 
 @dataclass(frozen=True)
 class Invalidation:
     changed_data: tuple[Inode, ...]  # static files, links, directories: drop pages and attrs
     changed_attrs: tuple[Inode, ...]  # dynamic files and device nodes: attributes only
-    removed: tuple[tuple[Inode, str, Inode], ...]  # (parent inode, name, inode)
+    # (parent inode, name, the inode the kernel is told was deleted, or 0). Never a
+    # directory's: the kernel marks a deleted directory's inode dead for good, and the same
+    # path brings the same inode number back (a GPU that returns), so a directory held open
+    # or as a working directory across the two would stay empty. Its entry is dropped alone.
+    removed: tuple[tuple[Inode, str, Inode | int], ...]
     added: tuple[tuple[Inode, str], ...]  # (parent inode, name)
 
     def __len__(self) -> int:
@@ -45,10 +50,11 @@ def diff(old: Tree, new: Tree) -> Invalidation:
             attrs.append(ino)
         else:  # bytes, a link target (cached in no-open mode) or a listing the kernel holds
             data.append(ino)
-    removed: tuple[tuple[Inode, str, Inode], ...] = ()
+    removed: tuple[tuple[Inode, str, Inode | int], ...] = ()
     added: tuple[tuple[Inode, str], ...] = ()
     if old.entries.keys() != new.entries.keys():  # (never, after a patch)
-        removed = tuple((e.parent, e.name, ino) for ino, e in old.entries.items()
+        removed = tuple((e.parent, e.name, 0 if isinstance(e.node, Dir) else ino)
+                        for ino, e in old.entries.items()
                         if ino not in new.entries and e.parent in new.entries)
         added = tuple((e.parent, e.name) for ino, e in new.entries.items()
                       if ino not in old.entries and e.parent in old.entries)

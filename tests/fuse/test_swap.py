@@ -3,11 +3,13 @@ readers, kernel caches proven by counting requests, and bad profiles while servi
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -279,3 +281,107 @@ def _restore(live: Live, replacement: str) -> None:
     live.profile.write_text(text)
     live.wait_generation(2)
     assert live.ready()["last_error"] is None
+
+
+# The a100's GPU 0, by its sorted name among the functions early in sys/bus/pci/devices, gone
+# while the fault is in the profile and back when the profile is restored.
+A100_GPU0 = "sys/bus/pci/devices/0000:07:00.0"
+WITHOUT_GPU0 = "faults:\n  - {name: gone, kind: gpu-removed, target: gpu0}\n"
+SWAP_MODE = os.environ.get("MOKKAFS_CACHE_MODE", "no-open")  # the pass's mode (scripts/test.sh)
+
+
+def test_a_directory_held_across_its_removal_comes_back_whole(live: Live) -> None:
+    """A process whose working directory is a GPU's while the GPU is removed must not keep
+    the kernel from showing the directory whole when the GPU comes back (a removed
+    directory reported deleted stays dead in the kernel, and it returns with the same
+    inode number)."""
+    gpu = Path(os.path.realpath(live.mount.path / A100_GPU0))
+    names = sorted(os.listdir(gpu))
+    holder = subprocess.Popen(["sleep", "600"], cwd=gpu)
+    try:
+        rename_over(live, profile_text("a100") + WITHOUT_GPU0)
+        live.wait_generation(2)
+        assert not gpu.exists()
+        rename_over(live, profile_text("a100"))
+        live.wait_generation(3)
+        assert sorted(os.listdir(gpu)) == names
+        assert (gpu / "vendor").read_text() == "0x10de\n"
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_reader_after_a_swap_gets_the_new_bytes_while_an_earlier_one_reads_on(
+        tmp_path: Path) -> None:
+    """keep-cache mode: the page cache is the file's, and a handle opened before the swap
+    refills it with the old bytes when it reads again; one opened after must not see them."""
+    old = profile_text("h100")
+    new = old.replace('fw_version: "28.39.2048"', 'fw_version: "28.40.1000"')
+    assert new != old
+    with live_mount(tmp_path, "h100") as live:
+        fw = live.mount.sys / "class/infiniband/mlx5_0/fw_ver"
+        with open(fw, "rb", buffering=0) as before:
+            assert before.read() == b"28.39.2048\n"
+            rename_over(live, new)
+            live.wait_generation(2)
+            with open(fw, "rb", buffering=0) as after:
+                os.pread(before.fileno(), 4096, 0)
+                assert os.pread(after.fileno(), 4096, 0) == b"28.40.1000\n"
+                assert fw.read_bytes() == b"28.40.1000\n"
+
+
+def test_a_file_removed_under_an_open_descriptor(live: Live) -> None:
+    """Read again once its pages are gone: no-open mode answers as sysfs does for a removed
+    attribute (ENODEV), keep-cache mode from the descriptor's snapshot; neither logs an
+    error."""
+    vendor = Path(os.path.realpath(live.mount.path / A100_GPU0)) / "vendor"
+    fd = os.open(vendor, os.O_RDONLY)
+    try:
+        assert os.pread(fd, 4096, 0) == b"0x10de\n"
+        rename_over(live, profile_text("a100") + WITHOUT_GPU0)
+        live.wait_generation(2)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # the kernel keeps no page
+        if SWAP_MODE == "no-open":
+            with pytest.raises(OSError) as info:
+                os.pread(fd, 4096, 0)
+            assert info.value.errno == errno.ENODEV
+        else:
+            assert os.pread(fd, 4096, 0) == b"0x10de\n"
+    finally:
+        os.close(fd)
+    assert "Traceback" not in live.mount.log_text()
+
+
+def getdents(fd: int, size: int) -> list[str]:
+    """One getdents64 call with a buffer of ``size`` bytes: the names it gave."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(size)
+    n = libc.syscall(217, fd, buf, size)  # SYS_getdents64 on x86-64
+    if n < 0:
+        raise OSError(ctypes.get_errno(), "getdents64")
+    names, at = [], 0
+    while at < n:
+        reclen = struct.unpack_from("H", buf.raw, at + 16)[0]
+        names.append(buf.raw[at + 19:at + reclen].split(b"\0")[0].decode())
+        at += reclen
+    return names
+
+
+def test_a_listing_read_across_a_swap_misses_and_repeats_nothing(live: Live) -> None:
+    """A directory read in small getdents calls, with a swap that removes an entry between
+    two of them: every name both generations hold is given once."""
+    devices = live.mount.sys / "bus/pci/devices"
+    before = set(os.listdir(devices))
+    fd = os.open(devices, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        seen = getdents(fd, 512)
+        assert 0 < len(seen) < len(before)
+        rename_over(live, profile_text("a100") + WITHOUT_GPU0)
+        live.wait_generation(2)
+        while part := getdents(fd, 512):
+            seen += part
+    finally:
+        os.close(fd)
+    after = set(os.listdir(devices))
+    assert "0000:07:00.0" in before - after
+    assert sorted(n for n in seen if n in after) == sorted(after)

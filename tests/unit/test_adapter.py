@@ -22,7 +22,7 @@ from mokkafs.fuse.passthrough import HostView
 from mokkafs.fuse.view import STATIC_TIMEOUT, TreeHolder, View
 from mokkafs.host.sysfs import Sysfs
 from mokkafs.tree.build import Tree, build
-from mokkafs.tree.nodes import Dir, File, Symlink, text
+from mokkafs.tree.nodes import Dir, File, Node, Symlink, text
 
 T = TypeVar("T")
 GPU = "sys/devices/pci0000:00/0000:00:01.0"
@@ -47,8 +47,8 @@ def explode(now: float) -> bytes:
     raise ZeroDivisionError("a surface bug")
 
 
-def small_tree(generation: int = 1, vendor: str = "0x10de") -> Tree:
-    return build([
+def small_tree(generation: int = 1, vendor: str = "0x10de", *extra: Node) -> Tree:
+    return build([*extra,
         Dir("sys", merge=""),
         Dir("sys/devices", merge="devices", hide=("pci*",)),
         text(f"{GPU}/vendor", vendor),
@@ -207,12 +207,15 @@ def test_merged_listing_and_host_nodes(tmp_path: Path, mode: CacheMode) -> None:
         sys_attrs = await lookup_path(ops, "sys")
         fh = await ops.serving.opendir(sys_attrs.st_ino) if mode is CacheMode.KEEP_CACHE \
             else sys_attrs.st_ino
-        names = [name for name, _, _ in await ops.serving.entries(fh)]
+        items = await ops.serving.entries(fh)
+        names = sorted(name for name, _, _ in items)
         assert names == ["broken", "bus", "class", "counter", "devices", "kernel"]
+        inodes = [attrs.st_ino for _, attrs, _ in items]
+        assert inodes == sorted(inodes)  # in the order of the offsets READDIR gives
         devices = await lookup_path(ops, "sys/devices")
         fh = await ops.serving.opendir(devices.st_ino) if mode is CacheMode.KEEP_CACHE \
             else devices.st_ino
-        listed = [name for name, _, _ in await ops.serving.entries(fh)]
+        listed = sorted(name for name, _, _ in await ops.serving.entries(fh))
         assert listed == ["pci0000:00", "system"]  # the tree's root; the host's pci* hidden
         online = await lookup_path(ops, "sys/devices/system/cpu/online")
         assert stat.S_ISREG(online.st_mode) and host.held == 3  # system, cpu, online
@@ -264,3 +267,32 @@ def test_modes_are_chosen_once(tmp_path: Path) -> None:
     assert isinstance(ops.serving, NoOpen)
     ops, _, _ = make(tmp_path / "k", CacheMode.KEEP_CACHE)
     assert isinstance(ops.serving, KeepCache)
+
+
+
+@pytest.mark.parametrize("mode", list(CacheMode))
+def test_a_listing_that_spans_a_swap_lists_the_new_tree(tmp_path: Path, mode: CacheMode) -> None:
+    """A merged directory's listing waits on host I/O. A swap meanwhile must not leave the
+    kernel the old tree's entries and sizes (cached for an hour) beside the new tree's
+    bytes: the listing is made again from the tree in force."""
+    ops, holder, _ = make(tmp_path, mode)
+    view = ops.view
+    host_entries = view.host_entries
+    swaps: list[Tree] = []
+
+    def swapping(*args: Any) -> Any:
+        if not swaps:  # one swap, while the host is read
+            swaps.append(holder.tree)
+            holder.tree = small_tree(2, "0x10de", text("sys/extra", 10))
+        return host_entries(*args)
+
+    async def main() -> None:
+        sys_attrs = await lookup_path(ops, "sys")
+        view.host_entries = swapping  # type: ignore[method-assign,assignment]
+        fh = await ops.serving.opendir(sys_attrs.st_ino) if mode is CacheMode.KEEP_CACHE \
+            else sys_attrs.st_ino
+        listed = {name: attrs for name, attrs, _ in await ops.serving.entries(fh)}
+        assert swaps and listed["extra"].st_size == 3
+        assert {"bus", "class", "counter", "devices", "kernel"} < listed.keys()
+
+    run(main)

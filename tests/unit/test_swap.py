@@ -91,7 +91,9 @@ def test_diff_and_mtimes() -> None:
     # A file's bytes, a link's target and a listing may all sit in a kernel cache.
     assert set(plan.changed_data) == {inode_of("a/x"), inode_of("l", "l"), 1}
     assert plan.changed_attrs == ()
-    assert plan.removed == ((1, "b", inode_of("b", "d")),)  # the top of the removed subtree
+    # The top of the removed subtree; a directory is not reported deleted (its inode would
+    # stay dead when the path, and so the inode number, comes back).
+    assert plan.removed == ((1, "b", 0),)
     assert plan.added == ((1, "c"),)
     assert new.resolve("a/y").mtime_ns == 100  # type: ignore[union-attr]
     assert new.resolve("a/x").mtime_ns == 200  # type: ignore[union-attr]
@@ -111,7 +113,8 @@ def test_a_path_that_changes_kind_gets_a_new_inode() -> None:
     old = build([text("p", 1)], 1, 0)
     new = build([Symlink("p", "q")], 2, 0, previous=old)
     assert old.resolve("p").inode != new.resolve("p").inode  # type: ignore[union-attr]
-    assert diff(old, new).removed and diff(old, new).added
+    assert diff(old, new).removed == ((1, "p", inode_of("p")),)  # a file: reported deleted
+    assert diff(old, new).added == ((1, "p"),)
 
 
 def test_unchanged_profile_changes_nothing() -> None:
