@@ -9,6 +9,7 @@ h11. The endpoint can never starve the view of file descriptors or the loop of t
 
 from __future__ import annotations
 
+import contextlib
 import http
 import json
 import logging
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 16
 REQUEST_TIMEOUT = 2.0
+ACCEPT_BACKOFF = 0.1  # seconds between tries while accepting fails
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -69,7 +71,8 @@ async def _serve_one(stream: trio.SocketStream, metrics: Metrics, status: Status
             await _send(stream, conn, code, body, kind, head=event.method == b"HEAD")
         except h11.RemoteProtocolError:
             if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                await _send(stream, conn, 400, b"bad request\n", b"text/plain")
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    await _send(stream, conn, 400, b"bad request\n", b"text/plain")
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
@@ -89,7 +92,12 @@ async def _send(stream: trio.SocketStream, conn: h11.Connection, code: int, body
 async def _accept(listener: trio.SocketListener, metrics: Metrics, status: Status,
                   slots: trio.Semaphore, nursery: trio.Nursery) -> None:
     while True:
-        stream = await listener.accept()
+        try:
+            stream = await listener.accept()
+        except OSError as exc:  # out of descriptors, say: the view needs them more
+            log.warning("metrics endpoint cannot accept a connection: %s", exc)
+            await trio.sleep(ACCEPT_BACKOFF)
+            continue
         try:
             slots.acquire_nowait()
         except trio.WouldBlock:  # full: shed it at once rather than queue it
@@ -102,6 +110,8 @@ async def _connection(stream: trio.SocketStream, metrics: Metrics, status: Statu
                       slots: trio.Semaphore) -> None:
     try:
         await _serve_one(stream, metrics, status)
+    except Exception:  # a connection's failure ends that connection, never the daemon
+        log.exception("metrics endpoint: a connection failed")
     finally:
         slots.release()
         with trio.CancelScope(shield=True):

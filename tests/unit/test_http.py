@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import cast
 
 import pytest
 import trio
 
 from mokkafs.errors import MetricsError
-from mokkafs.obs.http import parse_address, serve_http
+from mokkafs.obs.http import _connection, parse_address, serve_http
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
 
@@ -151,3 +152,44 @@ def test_request_durations_fall_in_prometheus_buckets() -> None:
         FUSE_BUCKETS[0] * 2.01 + FUSE_BUCKETS[-1] * 2)
     assert got[bucket % (FUSE_BUCKETS[2], "getattr")] == 0
     assert got[bucket % (FUSE_BUCKETS[3], "getattr")] == 1
+
+
+class Reset:
+    """A client that sent garbage and reset the connection before the answer."""
+
+    def __init__(self, fail_receive: BaseException | None = None) -> None:
+        self.fail_receive = fail_receive
+        self.sent = 0
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        if self.fail_receive is not None:
+            raise self.fail_receive
+        return b"\x00garbage\r\n\r\n"
+
+    async def send_all(self, data: bytes) -> None:
+        self.sent += 1
+        raise trio.BrokenResourceError("Connection reset by peer")
+
+    async def aclose(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("client", ["reset before the 400", "a bug on the way"])
+def test_a_connection_that_fails_ends_alone(client: str, expected_logs: list[str]) -> None:
+    """Whatever happens on one connection (the 400 for garbage meeting a reset, or anything
+    unforeseen) ends that connection: it must not reach the nursery that owns the mount."""
+    status = Status(serving=True)
+    stream = Reset() if client.startswith("reset") else Reset(RuntimeError("unforeseen"))
+    expected_logs.append("a connection failed")  # the unforeseen, with its traceback
+
+    async def main() -> None:
+        slots = trio.Semaphore(1)
+        await slots.acquire()
+        await _connection(cast(trio.SocketStream, stream), Metrics(status), status, slots)
+        assert slots.value == 1  # its slot is given back
+        async with endpoint(status) as port:  # and the endpoint serves on
+            assert head_and_body(await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                                                      b"\r\n"))[0] == "HTTP/1.1 200 OK"
+
+    trio.run(main)
+    assert stream.sent == (1 if client.startswith("reset") else 0)
