@@ -259,8 +259,21 @@ def _cmd_mount(args: argparse.Namespace) -> int:
 
     config, wiring = wire(args)
     _raise_fd_limit()
-    trio.run(serve, config, wiring)
+    try:
+        trio.run(serve, config, wiring)
+    except BaseExceptionGroup as group:
+        # A refusal raised inside the daemon's nurseries (the metrics address taken, the
+        # control socket impossible) comes wrapped; it is still that refusal, with its status.
+        refusal, rest = group.split(MokkafsError)
+        if refusal is None or rest is not None:
+            raise
+        raise _first(refusal) from None
     return 0
+
+
+def _first(group: BaseExceptionGroup[MokkafsError]) -> MokkafsError:
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _cmd_cleanup(args: argparse.Namespace) -> int:

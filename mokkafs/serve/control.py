@@ -50,11 +50,17 @@ MAX_REQUEST = (1 << 20) + 4096  # a fault file is bounded like a profile
 
 
 def check_apart(path: Path, mountpoint: Path) -> None:
-    """Refuse a socket beside the mountpoint: a CDI spec binds the mountpoint's directory into
+    """Refuse a socket inside the mountpoint (the view covers it; checking it would ask the
+    daemon itself) or beside it: a CDI spec binds the mountpoint's directory into
     every container given the view, and a container's root is root to the socket too. (With
     ``--cdi-dir``, ``check_parent`` refuses anything else in that directory; the socket would
     only appear after that check.)"""
-    shared = Path(os.path.abspath(mountpoint)).parent
+    mnt = Path(os.path.abspath(mountpoint))
+    if Path(os.path.abspath(path)).is_relative_to(mnt):
+        raise ControlError(f"--control {path}: inside the mountpoint, which the view covers "
+                           "once mounted; put it in a directory of its own (e.g. "
+                           "/run/mokkafs-control/socket)")
+    shared = mnt.parent
     if Path(os.path.abspath(path.parent)) == shared:
         raise ControlError(f"--control {path}: beside the mountpoint, in the directory "
                            "containers given the view are handed; put it in a directory of its "
@@ -107,7 +113,7 @@ async def _listen(path: Path) -> trio.socket.SocketType:
         sock.listen(MAX_CONNECTIONS)
     except OSError as exc:
         sock.close()
-        raise ControlError(f"--control {path}: {exc.strerror}") from None
+        raise ControlError(f"--control {path}: {exc.strerror or exc}") from None
     return sock
 
 

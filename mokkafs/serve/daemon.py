@@ -31,7 +31,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,12 +178,11 @@ async def serve(config: Config, wiring: Wiring) -> None:
         invalidator = Invalidator()
         mode = serving(config.cache_mode, view, invalidator)
         ops = Operations(view, mode, metrics.observe_request)
-        # From the moment a mount exists, a stop signal must lead to an unmount, never to a
-        # death that leaves a dead mount behind: the receiver handles them while serving, and
-        # its exit restores SIG_IGN (not the default action), so a second SIGTERM from a
-        # supervisor cannot interrupt the unmount.
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_IGN)
+        # From before the mount exists until after it is gone, stop signals and SIGHUP are
+        # taken by this receiver, never by their default action (a death that leaves a dead
+        # mount behind): one that comes while mounting waits in it for ``_signals``, and one
+        # that comes while unmounting (a supervisor's second SIGTERM) is taken and dropped.
+        signals = stack.enter_context(trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP))
         if publisher is not None:
             stack.enter_context(SharedParent(config.mountpoint))
         stack.enter_context(Session(ops, config.mountpoint))
@@ -195,7 +194,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
             publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
-        running.start(inner, state, tree, mode.background)
+        running.start(inner, state, tree, mode.background, signals)
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure
@@ -225,14 +224,16 @@ class _Running:
                                                                    wiring.clock)
 
     def start(self, nursery: trio.Nursery, state: State, tree: Tree,
-              background: Callable[[SleepUntil], Awaitable[None]]) -> None:
+              background: Callable[[SleepUntil], Awaitable[None]],
+              signals: AsyncIterator[int]) -> None:
         """``background``: what the cache mode runs beside the loop (rounds ahead of hot
-        counters); it may talk to the kernel, so it stops before the loop does."""
+        counters); it may talk to the kernel, so it stops before the loop does. ``signals``:
+        the stop signals and SIGHUP, from a receiver that outlives the mount."""
         send, recv = trio.open_memory_channel[Update](64)
         nursery.start_soon(self._run_source, send, name="source")
         nursery.start_soon(self._run_swapper, recv, name="swapper")
         nursery.start_soon(self._run_background, background, name="background")
-        nursery.start_soon(self._signals, name="signals")
+        nursery.start_soon(self._signals, signals, name="signals")
         nursery.start_soon(self._ready, state, tree, name="ready")
 
     async def _run_source(self, send: trio.MemorySendChannel[Update]) -> None:
@@ -264,15 +265,14 @@ class _Running:
         finally:
             self._background_done.set()
 
-    async def _signals(self) -> None:
-        with trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP) as signals:
-            async for signum in signals:
-                if signum == signal.SIGHUP:
-                    log.info("received SIGHUP; re-reading the profile")
-                    self.source.reload()
-                    continue
-                log.info("received %s; unmounting", signal.Signals(signum).name)
-                await self.stop()
+    async def _signals(self, signals: AsyncIterator[int]) -> None:
+        async for signum in signals:
+            if signum == signal.SIGHUP:
+                log.info("received SIGHUP; re-reading the profile")
+                self.source.reload()
+                continue
+            log.info("received %s; unmounting", signal.Signals(signum).name)
+            await self.stop()
 
     async def stop(self) -> None:
         if self._stopping:
@@ -299,8 +299,13 @@ class _Running:
     async def _ready(self, state: State, tree: Tree) -> None:
         """Announce readiness once the mount answers a request (a stat from a worker thread,
         which only the running FUSE loop can satisfy), after the CDI spec."""
-        await trio.to_thread.run_sync(os.stat, self.config.mountpoint / "proc")
+        # Abandoned if a stop comes first: then no loop may ever answer this stat, and
+        # waiting for it would keep the mount from being unmounted.
+        await trio.to_thread.run_sync(os.stat, self.config.mountpoint / "proc",
+                                      abandon_on_cancel=True)
         await self._changers_ready.wait()
+        if self._stopping:
+            return
         if self.publisher is not None:
             try:
                 self.publisher.publish(device_numbers(self.swapper.effective))
@@ -310,7 +315,9 @@ class _Running:
                 log.error("cannot publish the CDI spec: %s; unmounting", exc)
                 await self.stop()
                 return
-            await trio.to_thread.run_sync(repair, self.config.mountpoint)
+            await trio.to_thread.run_sync(repair, self.config.mountpoint, abandon_on_cancel=True)
+        if self._stopping:  # a stop came meanwhile: never announce a mount about to go
+            return
         self.status.serving = True
         print(self.wiring.announce(state, tree, self.config.mountpoint, self.config.cache_mode),
               file=sys.stderr, flush=True)

@@ -45,7 +45,8 @@ class Watches:
     it exists, None while only an ancestor is watched."""
 
     def __init__(self) -> None:
-        self._inotify = INotify(nonblocking=True)
+        self._inotify: INotify | None = None  # made by the first ``follow`` that can
+        self._made = trio.Event()
         self._live: set[int] = set()
         self.profile_wd: int | None = None
 
@@ -54,11 +55,20 @@ class Watches:
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._inotify.close()
+        if self._inotify is not None:
+            self._inotify.close()
 
     def follow(self, directory: Path) -> str | None:
         """Watch ``directory`` (or its nearest existing ancestor); None, or why no watch could
-        be set."""
+        be set (then the next call tries again)."""
+        if self._inotify is None:
+            try:
+                self._inotify = INotify(nonblocking=True)
+            except OSError as exc:  # the user's inotify instances are used up
+                hint = " (raise fs.inotify.max_user_instances)" if exc.errno == errno.EMFILE \
+                    else ""
+                return f"no inotify instance: {os.strerror(exc.errno or 0)}{hint}"
+            self._made.set()
         target = directory
         while not target.is_dir() and target != target.parent:
             target = target.parent
@@ -77,14 +87,17 @@ class Watches:
         return None
 
     def _drop(self, keep: set[int]) -> None:
-        for old in self._live - keep:
-            with contextlib.suppress(OSError):  # already gone with its directory
-                self._inotify.rm_watch(old)
+        if self._inotify is not None:
+            for old in self._live - keep:
+                with contextlib.suppress(OSError):  # already gone with its directory
+                    self._inotify.rm_watch(old)
         self._live &= keep
 
     def pending(self) -> list[Event]:
         """The events queued now, of live watches (a removed watch's last IN_IGNORED is not
         news), without waiting."""
+        if self._inotify is None:
+            return []
         try:
             raw = self._inotify.read(timeout=0)
         except BlockingIOError:
@@ -93,6 +106,8 @@ class Watches:
 
     async def read(self) -> list[Event]:
         """Wait until the kernel queues events of live watches, and return them."""
+        await self._made.wait()  # (until a ``follow`` could make the instance)
+        assert self._inotify is not None
         while True:
             await trio.lowlevel.wait_readable(self._inotify.fd)
             events = self.pending()

@@ -257,6 +257,34 @@ def test_a_control_socket_beside_the_mountpoint_is_refused(tmp_path: Path) -> No
     assert not os.path.ismount(share / "mnt") and not (share / "sock").exists()
 
 
+def test_a_control_socket_inside_the_mountpoint_is_refused(tmp_path: Path) -> None:
+    """Once mounted, the view covers it: making or checking it would ask the daemon itself."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
+                             "--control", str(mnt / "ctl" / "sock"), str(mnt)],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 6, result.stderr
+    assert "inside the mountpoint" in result.stderr
+    assert not os.path.ismount(mnt)
+
+
+def test_a_control_socket_that_cannot_be_bound_is_exit_6_with_a_reason(tmp_path: Path) -> None:
+    """Refused inside the daemon's nurseries, once mounted: still its own status and message,
+    no traceback, nothing left mounted."""
+    place = tmp_path / ("d" * 120)  # a socket path beyond sun_path's 108 bytes
+    place.mkdir(mode=0o700)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
+                             "--control", str(place / "sock"), str(mnt)],
+                            capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 6, result.stderr
+    assert "Traceback" not in result.stderr and ": None" not in result.stderr
+    assert "AF_UNIX path too long" in result.stderr
+    assert not os.path.ismount(mnt)
+
+
 def test_a_missing_control_directory_is_made_for_root_alone(tmp_path: Path) -> None:
     control = tmp_path / "run" / "control" / "sock"
     with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4", "--control", str(control)]):

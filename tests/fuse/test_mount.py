@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -241,6 +242,31 @@ def test_a_stop_signal_unmounts(tmp_path: Path, sig: signal.Signals) -> None:
         assert mount.process.returncode == 0
 
 
+def test_signals_from_the_moment_the_mount_exists(tmp_path: Path) -> None:
+    """A SIGHUP and a SIGTERM sent as soon as the mount appears (before the daemon announces
+    it): neither may kill it with the mount left dead behind, and the stop may not wait on a
+    readiness check no loop will answer. Both end in a clean unmount."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for attempt in range(3):
+        log = tmp_path / f"daemon{attempt}.log"
+        with open(log, "w") as out:
+            process = subprocess.Popen([sys.executable, "-m", "mokkafs", "mount", "--profile",
+                                        "t4", str(mnt)], cwd=REPO, stdout=out, stderr=out)
+        try:
+            while not is_mounted(mnt) and process.poll() is None:
+                pass  # as soon as it is there: no sleep between
+            process.send_signal(signal.SIGHUP)
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0, log.read_text()
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert not is_mounted(mnt), log.read_text()
+        assert "received SIGTERM" in log.read_text()
+
+
 def test_stale_mount_is_cleaned_up_at_start(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     with mokkafs_mount(mnt, ["--profile", "t4"]) as first:
@@ -254,6 +280,21 @@ def test_stale_mount_is_cleaned_up_at_start(tmp_path: Path) -> None:
                 state_of("t4").functions)
             assert "dead FUSE mount" in second.log_text()
         first.process.returncode = 0  # killed on purpose; the fixture checks the second
+
+
+def test_a_metrics_address_in_use_is_exit_5_with_a_reason(tmp_path: Path) -> None:
+    """Refused inside the daemon's nurseries: still its own status, no traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (tmp_path / "mnt").mkdir()
+        result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
+                                 "--metrics", f"127.0.0.1:{port}", str(tmp_path / "mnt")],
+                                capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 5, result.stderr
+    assert "cannot listen there" in result.stderr and "Traceback" not in result.stderr
+    assert not os.path.ismount(tmp_path / "mnt")
 
 
 def test_missing_and_busy_mountpoints_are_clear_errors(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ edit, and a source that cannot watch says so."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -11,6 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import inotify_simple
 import pytest
 import trio
 
@@ -18,7 +20,7 @@ from mokkafs.errors import ProfileError
 from mokkafs.obs.status import Status
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import compile_text
-from mokkafs.source import Update
+from mokkafs.source import Update, inotify
 from mokkafs.source import file as file_source
 from mokkafs.source.file import FileSource
 from mokkafs.source.inotify import Watches
@@ -282,6 +284,38 @@ def test_a_source_that_cannot_watch_says_so_and_sighup_retries(tmp_path: Path,
         trio.run(main)
     finally:
         Unwatchable.fail = True
+
+
+def test_no_inotify_instance_is_a_source_that_cannot_watch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, expected_logs: list[str]) -> None:
+    """The user's inotify instances used up (EMFILE at inotify_init1): the source serves on,
+    says why it does not follow, and a SIGHUP tries again, after which changes are seen."""
+    expected_logs.append("cannot follow .*: no inotify instance")
+    real = inotify_simple.INotify
+    limit = [True]
+
+    def instance(nonblocking: bool = False) -> inotify_simple.INotify:
+        if limit[0]:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real(nonblocking=nonblocking)
+
+    monkeypatch.setattr(inotify, "INotify", instance)
+    path = profile_in(tmp_path)
+    source = FileSource(path, compile_profile)
+    source.initial()
+
+    async def main() -> None:
+        async with running(source) as updates:
+            await settled(source)
+            assert not source.following
+            assert "max_user_instances" in str(source.follow_error)
+            limit[0] = False
+            source.reload()  # SIGHUP
+            assert (await next_update(updates)).state is not None and source.following
+            path.write_text(T4)
+            assert gpus((await next_update(updates)).state) == 4
+
+    trio.run(main)
 
 
 def test_the_directory_comes_back(tmp_path: Path) -> None:
