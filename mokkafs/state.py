@@ -246,6 +246,7 @@ class FaultSpec:
     width: int | None = None
     rate_gbps: int | None = None
     gen: int | None = None
+    revision: int = 0  # how many times before the control socket applied it: each is anew
     origin: float | None = None
 
     def definition(self) -> FaultSpec:
@@ -280,6 +281,11 @@ class State:
     loaded_at: float
     platform: Platform
     driver: Driver
+    # What the profile loads, whatever faults remove later (a removed function is unbound
+    # from its driver; the module stays): the PCI drivers its functions use, and whether the
+    # RDMA stack (ib_core, mlx5, rdma_cm) serves its HCAs.
+    pci_drivers: tuple[str, ...]
+    rdma_loaded: bool
     iommu: bool = True
     host: HostFacts = field(default_factory=HostFacts)
     # Counters are a function of time since the node started (a time.monotonic() value),

@@ -3,15 +3,17 @@ the surfaces render, every file of every surface agreeing. What each kind does, 
 kernel does that it follows, is in docs/faults.md.
 
 - ``ib-port-down`` / ``ib-port-flap``: the port is ``1: DOWN``, ``3: Disabled`` (``2:
-  Polling`` with the cable out), ``10 Gb/sec (4X SDR)`` (a down mlx5 port's rate) while down;
-  its counters stop for the time it is down and ``link_downed`` counts each onset.
+  Polling`` with the cable out), ``10 Gb/sec (4X SDR)`` (a down mlx5 port's rate) while down
+  (a RoCE port: ``3: Disabled``, ``40 Gb/sec (4X QDR)``); its counters stop for the time it
+  is down and ``link_downed`` counts each time it goes down.
 - ``ib-errors``: the named counters grow at their rates while it acts.
 - ``ib-degraded``: the port's rate and width drop.
 - ``pcie-degraded``: the function's link, and its port's, train below their maximum.
 - ``gpu-lost``: config reads of the GPU complete with all ones (Xid 79, fallen off the bus),
   its port's link is down, the driver no longer reads its VBIOS.
 - ``gpu-removed`` / ``hca-removed``: the function is gone, as after ``echo 1 > remove``, with
-  its HCA; cleared, it comes back as a rescan finds it, identities unchanged.
+  its HCA (whose ports count nothing meanwhile: their link went down with it); its driver
+  stays loaded; cleared, it comes back as a rescan finds it, identities unchanged.
 
 Counter effects are in each port's ``Traffic.windows`` for all of the fault's windows (past and
 future), so counters are right at any instant between two installed views; ``carry`` keeps
@@ -29,22 +31,38 @@ from mokkafs.surfaces.ib_traffic import carried
 PortKey = tuple[str, int]
 LOST_VBIOS = "??.??.??.??.??"  # what the driver prints when it cannot read it
 DOWN_RATE, DOWN_WIDTH = 10, 4  # mlx5 reports a down port as 4X SDR
+ROCE_DOWN_RATE = 40  # and a down RoCE port as 4X QDR
 
 
 def port_windows(state: State, key: PortKey) -> Windows:
-    """What the faults do to one port's counters, in seconds since the node started."""
+    """What the faults do to one port's counters, in seconds since the node started. The
+    port is down while any fault downs it or removes its HCA (its link goes with it): one
+    pause per stretch of such time, however many faults overlap in it, so no time is paused
+    twice and ``link_downed`` counts each time the link really went down."""
     pauses: list[tuple[float, float]] = []
     bursts: list[tuple[str, float, float, float]] = []
     t0 = state.started_at
     for spec in state.faults:
-        if key not in spec.ports:
+        removed = spec.kind == "hca-removed" and spec.hca == key[0]
+        if key not in spec.ports and not removed:
             continue
         spans = [(a - t0, b - t0) for a, b in windows(spec)]
-        if spec.kind in ("ib-port-down", "ib-port-flap"):
+        if spec.kind in ("ib-port-down", "ib-port-flap") or removed:
             pauses += spans
         elif spec.kind == "ib-errors":
             bursts += [(name, rate, a, b) for a, b in spans for name, rate in spec.rates]
-    return Windows(tuple(sorted(pauses)), tuple(sorted(bursts)))
+    return Windows(_merged(pauses), tuple(sorted(bursts)))
+
+
+def _merged(spans: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """Overlapping or touching spans as one."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return tuple(out)
 
 
 def _port(port: IbPort, key: PortKey, state: State, active: list[FaultSpec]) -> IbPort:
@@ -52,7 +70,12 @@ def _port(port: IbPort, key: PortKey, state: State, active: list[FaultSpec]) -> 
     for spec in active:
         if key not in spec.ports:
             continue
-        if spec.kind in ("ib-port-down", "ib-port-flap"):
+        if spec.kind in ("ib-port-down", "ib-port-flap") and port.link_layer == "Ethernet":
+            # mlx5_query_port_roce: a RoCE port without carrier is Disabled, cable or not,
+            # and with no operational protocol keeps the default it starts from, 4X QDR.
+            port = replace(port, state="DOWN", phys_state="Disabled", rate_gbps=ROCE_DOWN_RATE,
+                           width=DOWN_WIDTH)
+        elif spec.kind in ("ib-port-down", "ib-port-flap"):
             port = replace(port, state="DOWN", phys_state="Polling" if spec.cable else "Disabled",
                            rate_gbps=DOWN_RATE, width=DOWN_WIDTH)
         elif spec.kind == "ib-degraded" and port.state != "DOWN":
@@ -64,19 +87,23 @@ def _port(port: IbPort, key: PortKey, state: State, active: list[FaultSpec]) -> 
 
 def _functions(state: State, active: list[FaultSpec], gone: set[str]) -> tuple[PciFunction, ...]:
     by_bdf = {fn.bdf: fn for fn in state.functions}
-    for spec in active:
+    # Lost GPUs last: their port's link is down, whatever a degraded link trained to.
+    for spec in sorted(active, key=lambda spec: spec.kind == "gpu-lost"):
         if spec.bdf is None or spec.bdf not in by_bdf:
             continue
         fn = by_bdf[spec.bdf]
         parent = by_bdf.get(fn.parent) if fn.parent else None
         if spec.kind == "pcie-degraded":
-            link = replace(fn.link, current_gen=spec.gen or fn.link.current_gen,
-                           current_width=spec.width or fn.link.current_width)
-            by_bdf[fn.bdf] = replace(fn, link=link)
-            if parent is not None:  # both ends of a link train alike
-                by_bdf[parent.bdf] = replace(parent, link=replace(
-                    parent.link, current_gen=link.current_gen,
-                    current_width=link.current_width))
+            gen = spec.gen or fn.link.current_gen
+            width = spec.width or fn.link.current_width
+            # Both ends of a link train alike, and every function of a device (the two ports
+            # of a dual-port HCA) shares its link.
+            device = fn.bdf.rpartition(".")[0]
+            ends = [f for f in by_bdf.values()
+                    if f.bdf.rpartition(".")[0] == device and f.kind != "bridge"]
+            for end in [*ends, *([parent] if parent is not None else [])]:
+                by_bdf[end.bdf] = replace(end, link=replace(end.link, current_gen=gen,
+                                                            current_width=width))
         elif spec.kind == "gpu-lost":
             gpu = replace(fn.gpu, vbios=LOST_VBIOS) if fn.gpu else None
             by_bdf[fn.bdf] = replace(fn, lost=True, gpu=gpu)

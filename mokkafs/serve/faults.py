@@ -38,6 +38,9 @@ LEAD = 0.5  # seconds before a transition its view is built
 class FaultBook:
     control: dict[str, Fault] = field(default_factory=dict)  # by name, in order applied
     held: dict[str, FaultSpec] = field(default_factory=dict)  # cleared profile faults
+    # Applies of each name: applying a fault again (an ended one, to run the scenario again)
+    # makes it a new one, whose timing starts then, even if nothing in it changed.
+    applies: dict[str, int] = field(default_factory=dict)
 
     def copy(self) -> FaultBook:
         return copy.deepcopy(self)
@@ -56,6 +59,7 @@ class FaultBook:
         for fault in faults:
             self.control.pop(fault.name, None)
             self.control[fault.name] = fault
+            self.applies[fault.name] = self.applies.get(fault.name, 0) + 1
 
     def clear(self, names: list[str], profile: State) -> None:
         """Clear faults by name (none: all of them); raises ``UsageError`` for a name that no
@@ -89,7 +93,7 @@ class FaultBook:
                 log.warning("fault %s ends: %s", name, why)
                 del self.control[name]
                 continue
-            added += specs
+            added += [replace(spec, revision=self.applies.get(name, 1) - 1) for spec in specs]
         return replace(profile, faults=(*own, *added))
 
 

@@ -46,15 +46,16 @@ SURFACES: tuple[tuple[str, Surface], ...] = (
 # proves each list complete.
 INPUTS: dict[str, tuple[str, ...]] = {
     "host_sysfs": ("host",),
-    "pci": ("functions", "roots", "nr_cpus", "started_at", "counter_quantum"),
+    "pci": ("functions", "roots", "nr_cpus", "started_at", "counter_quantum", "pci_drivers"),
     "pci_bus": ("functions", "roots", "nr_cpus"),
     "iommu": ("functions", "iommu"),
-    "infiniband": ("hcas", "functions", "char_majors", "started_at", "counter_quantum"),
-    "rdma_cm": ("hcas",),
+    "infiniband": ("hcas", "functions", "char_majors", "started_at", "counter_quantum",
+                   "rdma_loaded"),
+    "rdma_cm": ("rdma_loaded",),
     "dmi": ("platform",),
-    "modules": ("driver", "functions", "hcas", "host"),
+    "modules": ("driver", "pci_drivers", "rdma_loaded", "host"),
     "proc_devices": ("host", "char_majors"),
-    "proc_driver_nvidia": ("functions", "driver", "platform"),
+    "proc_driver_nvidia": ("functions", "driver", "platform", "pci_drivers"),
 }
 
 

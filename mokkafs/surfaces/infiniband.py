@@ -188,7 +188,7 @@ def _chardev(d: str, pci: str, cls: str, major: int, minor: int, devname: str,
 def device_numbers(state: State) -> list[tuple[str, int, int]]:
     """(/dev path, major, minor) of every character device the simulated HCAs have, and
     rdma_cm's (mokkafs.surfaces.rdma_cm)."""
-    if not state.hcas:
+    if not state.rdma_loaded:
         return []
     return [*_hca_device_numbers(state), rdma_cm.device_number()]
 
@@ -210,6 +210,7 @@ def nodes(state: State) -> Iterator[Node]:
     global _last_ports
     if not state.hcas:
         _last_ports = {}  # nothing kept for a node that may never serve InfiniBand again
+    if not state.rdma_loaded:
         return iter(())
     out: list[Node] = [CharDevice(path.lstrip("/"), major, minor)
                        for path, major, minor in _hca_device_numbers(state)]

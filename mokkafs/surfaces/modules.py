@@ -46,9 +46,9 @@ def loaded(state: State) -> tuple[Module, ...]:
     """The simulated modules in the order they load (a module after those it uses)."""
     drv = state.driver
     nv_taint = "O" if drv.kernel_modules == "open" else "PO"
-    gpu = any(fn.driver == "nvidia" for fn in state.functions)
+    gpu = "nvidia" in state.pci_drivers
     out: list[Module] = []
-    if state.hcas:
+    if state.rdma_loaded:
         ofed = drv.ofed_version
         rdma_taint = "OE" if ofed else ""
         out += [
@@ -69,7 +69,7 @@ def loaded(state: State) -> tuple[Module, ...]:
             Module("nvidia_modeset", 1908736, ("nvidia",), drv.version, nv_taint),
             Module("nvidia_uvm", 2232320, ("nvidia",), drv.version, nv_taint),
         ]
-        if state.hcas:
+        if state.rdma_loaded:
             out.append(Module("nvidia_peermem", 16384, ("nvidia", "ib_core"), drv.version,
                               "O", parameters=(("peerdirect_support", "0", 0o444),)))
     return tuple(out)

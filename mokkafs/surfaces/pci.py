@@ -139,8 +139,7 @@ def nodes(state: State) -> Iterator[Node]:
         yield _write_only(f"{BUS_PCI}/{name}")
     for root in state.roots:
         yield from _root(root)
-    drivers = sorted({fn.driver for fn in state.functions})
-    for drv in drivers:
+    for drv in state.pci_drivers:  # registered while loaded, bound devices or not
         ddir = f"{BUS_PCI}/drivers/{drv}"
         yield Dir(ddir)
         for name in ("bind", "unbind", "new_id", "remove_id", "uevent"):

@@ -128,9 +128,9 @@ def mig_minors() -> bytes:
 
 def nodes(state: State) -> Iterator[Node]:
     yield Dir("proc/driver")  # always: containers get it bound over their own
-    gpus = state.gpus()
-    if not gpus:
+    if "nvidia" not in state.pci_drivers:  # (faults that remove every GPU leave it loaded)
         return
+    gpus = state.gpus()
     yield Dir(DRIVER)
     yield File(f"{DRIVER}/version", version_text(state).encode())
     yield File(f"{DRIVER}/params", params_text().encode())

@@ -30,7 +30,7 @@ def device_number() -> tuple[str, int, int]:
 
 
 def nodes(state: State) -> Iterator[Node]:
-    if not state.hcas:
+    if not state.rdma_loaded:
         return
     yield CharDevice(DEV, MISC_MAJOR, MINOR)
     yield Dir(DEVICE)

@@ -149,11 +149,18 @@ def test_the_control_socket_applies_lists_and_clears(tmp_path: Path) -> None:
         assert "faults[0].target: no GPU 'gpu42'" in bad.stderr
         assert "faults[1].width: ib-port-down does not use width" in bad.stderr
         assert node.states() == {"lost": "active", "gone": "ended"}
+        # the same file again runs the scenario anew, though nothing in it changed
+        again = node.fault("apply", str(tmp_path / "faults.yaml"))
+        assert again.returncode == 0, again.stderr
+        assert node.states() == {"lost": "active", "gone": "pending"}
+        node.at(20)
+        wait_for(lambda: not (node.live.mount.sys / "class/infiniband/mlx5_5").exists(), 20,
+                 "mlx5_5 removed again")
         unknown = node.fault("clear", "lost", "nosuch")
         assert unknown.returncode == 2 and "no fault named nosuch" in unknown.stderr
-        assert node.states() == {"lost": "active", "gone": "ended"}
+        assert node.states() == {"lost": "active", "gone": "active"}
         assert node.fault("clear", "lost").returncode == 0
-        assert node.states() == {"gone": "ended"}
+        assert node.states() == {"gone": "active"}
         assert (gpu / "current_link_width").read_text() == "16\n"
         assert node.fault("clear").returncode == 0 and node.states() == {}
 

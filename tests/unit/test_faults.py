@@ -406,3 +406,91 @@ def test_a_transition_that_cannot_be_built_is_tried_once(tmp_path: Path,
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+# -- what a review found: overlaps, orders, shared links, drivers, removals, RoCE -------------
+
+def test_overlapping_downs_of_a_port_down_it_once(tmp_path: Path) -> None:
+    """A fault on the port and one on its HCA, overlapping: the counters stop once for the
+    whole stretch (never going back), and the link went down once."""
+    state = applied(with_faults(tmp_path,
+                                "  - {name: a, kind: ib-port-down, target: mlx5_0/1, after: 5, "
+                                "for: 20}\n"
+                                "  - {name: b, kind: ib-port-down, target: mlx5_0, after: 10, "
+                                "for: 20}\n"), 0.0)
+    readings = []
+    for t in range(0, 45, 1):
+        traffic = at(state, float(t)).hcas[0].ports[0].traffic
+        readings.append((ib_traffic.counter(traffic, "port_xmit_data", float(t)),
+                         ib_traffic.counter(traffic, "link_downed", float(t))))
+    assert all(a <= b for a, b in itertools.pairwise(readings)), readings
+    rate = state.hcas[0].ports[0].traffic.xmit_bytes_per_sec
+    assert readings[44] == (math.floor(rate * (44 - 25) / 4), 1)  # down from 5 s to 30 s
+    assert port_file(tree_of(at(state, 40.0)), state, "counters/link_downed", now=40.0) == "1\n"
+
+
+def test_a_lost_gpus_port_is_down_whatever_a_degraded_link_says(tmp_path: Path) -> None:
+    for first, second in itertools.permutations(
+            ["{name: l, kind: gpu-lost, target: gpu0}",
+             "{name: p, kind: pcie-degraded, target: gpu0, gen: 4}"]):
+        state = applied(with_faults(tmp_path, f"  - {first}\n  - {second}\n"), 0.0)
+        now = at(state, 1.0)
+        assert now.function(now.function("0000:1b:00.0").parent or "").link.current_width == 0
+
+
+def test_both_functions_of_a_dual_port_hca_share_a_degraded_link(tmp_path: Path) -> None:
+    state = applied(with_faults(tmp_path, "  - {name: p, kind: pcie-degraded, target: mlx5_1, "
+                                          "gen: 3, width: 8}\n"), 0.0)
+    now = at(state, 1.0)
+    tree = tree_of(now)
+    for bdf in ("0000:29:00.0", "0000:29:00.1"):
+        fn = now.function(bdf)
+        assert (fn.link.current_gen, fn.link.current_width) == (3, 8), bdf
+        assert read(tree, f"{fn.path}/current_link_width") == "8\n"
+    assert now.function("0000:18:00.0").link.current_width == 16  # another card's stays
+
+
+@pytest.mark.parametrize(("profile", "faults", "kept"), [
+    ("t4", "".join(f"  - {{name: r{i}, kind: gpu-removed, target: gpu{i}}}\n" for i in range(4)),
+     ["sys/module/nvidia", "sys/bus/pci/drivers/nvidia", "proc/driver/nvidia/version",
+      "proc/driver/nvidia/gpus"]),
+    ("h100", "".join(f"  - {{name: r{i}, kind: hca-removed, target: mlx5_{i}}}\n"
+                     for i in range(12)),
+     ["sys/module/mlx5_core", "sys/module/nvidia_peermem", "sys/bus/pci/drivers/mlx5_core",
+      "sys/class/misc/rdma_cm", "dev/infiniband/rdma_cm", "sys/class/infiniband"]),
+])
+def test_removing_every_device_of_a_driver_leaves_it_loaded(
+        tmp_path: Path, profile: str, faults: str, kept: list[str]) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text((SHIPPED_PROFILES / f"{profile}.yaml").read_text() + "faults:\n" + faults)
+    state = applied(state_of(path), 0.0)
+    whole, removed = tree_of(replace(state, faults=())), tree_of(at(state, 1.0))
+    for p in kept:
+        assert whole.resolve(p) is not None and removed.resolve(p) is not None, p
+    assert read(removed, "proc/modules") == read(whole, "proc/modules")
+    assert read(removed, "proc/devices") == read(whole, "proc/devices")
+
+
+def test_an_hcas_ports_count_nothing_while_it_is_removed(tmp_path: Path) -> None:
+    state = applied(with_faults(tmp_path, "  - {name: h, kind: hca-removed, target: mlx5_0, "
+                                          "after: 10, for: 20}\n"), 0.0)
+    rate = state.hcas[0].ports[0].traffic.xmit_bytes_per_sec
+    back = tree_of(at(state, 40.0))
+    assert port_file(back, state, "counters/port_xmit_data", now=40.0) == \
+        f"{math.floor(rate * 20 / 4)}\n"  # 40 s, less the 20 s it was gone
+    assert port_file(back, state, "counters/link_downed", now=40.0) == "1\n"
+    assert port_file(back, state, "counters/link_downed", "mlx5_3", now=40.0) == "0\n"
+
+
+def test_a_roce_port_goes_down_as_mlx5_reports_it(tmp_path: Path) -> None:
+    path = tmp_path / "roce.yaml"
+    path.write_text(H100.replace("  rate_gbps: 400\n", "  rate_gbps: 400\n"
+                                 "  link_layer: Ethernet\n", 1)
+                    + "faults:\n  - {name: d, kind: ib-port-down, target: mlx5_0/1, "
+                      "cable: true}\n")
+    state = applied(state_of(path), 0.0)
+    tree = tree_of(at(state, 1.0))
+    assert port_file(tree, state, "link_layer") == "Ethernet\n"
+    assert port_file(tree, state, "state") == "1: DOWN\n"
+    assert port_file(tree, state, "phys_state") == "3: Disabled\n"  # cable or not
+    assert port_file(tree, state, "rate") == "40 Gb/sec (4X QDR)\n"
