@@ -15,6 +15,10 @@ shutdown never waits for one. Whether a step's bytes are news is judged when it 
 send them, one step at a time, and they count as seen only once sent: so an abandoned step
 cannot hide the change that superseded it, and two steps that read the same save send it once.
 
+A profile that is a link to a file in another directory is followed there too: that
+directory is watched as well, the target's name in it read like the profile's, and the watch
+moves when the link is pointed elsewhere.
+
 When the profile's directory goes (deleted, renamed, an unmounted volume), the source watches
 its nearest existing ancestor until the directory comes back, then follows it again by itself.
 ``following`` says whether it can follow the file at all; when no watch can be set (the
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -69,6 +74,8 @@ class FileSource:
         self._forced = 0  # reloads asked for; a step started after the last is forced
         self._forced_done = 0  # the reloads the updates sent so far answered
         self._rewatch = False
+        self._retarget = False  # the profile's name changed: it may link elsewhere now
+        self._target = ""  # the name the link points to in the other directory watched
         self._loading: trio.CancelScope | None = None
         self._delivering = trio.Lock()
 
@@ -133,15 +140,20 @@ class FileSource:
                 if update.state is not None:
                     self.generation += 1
 
-    def _on_events(self, events: list[Event], profile_wd: int | None) -> float:
+    def _on_events(self, events: list[Event], profile_wd: int | None,
+                   beside_wd: int | None = None) -> float:
         """React to a batch of events: how long to wait before reading (0: now; -1: not at
         all, the events concern other files)."""
         delay = -1.0
         for event in events:
-            if event.wd != profile_wd or event.name == "":
+            if event.wd == beside_wd and event.name:  # the directory a link points into
+                if event.name == self._target:
+                    delay = max(delay, REMOVAL_GRACE if event.removed else 0.0)
+            elif event.wd != profile_wd or event.name == "":
                 self._rewatch = True  # the directory itself, or an ancestor, changed
                 delay = max(delay, 0.0)
             elif event.name in (self.path.name, CONFIGMAP_DATA):
+                self._retarget = True
                 delay = max(delay, REMOVAL_GRACE if event.removed else 0.0)
         return delay
 
@@ -155,9 +167,12 @@ class FileSource:
                     await self._wake.wait()
                     self._wake = trio.Event()
                     if self._rewatch:
-                        self._rewatch = False
+                        self._rewatch = self._retarget = False
                         self._set_watches(watches)
                         self._forced += 1
+                    elif self._retarget:
+                        self._retarget = False
+                        self._set_watches(watches)
                     if self._loading is not None:
                         self._loading.cancel()  # superseded: its result is not wanted
                     self._loading = trio.CancelScope()
@@ -166,16 +181,21 @@ class FileSource:
     async def _watch(self, watches: Watches) -> None:
         while True:
             events = await watches.read()
-            delay = self._on_events(events, watches.profile_wd)
+            delay = self._on_events(events, watches.profile_wd, watches.beside_wd)
             if delay < 0:
                 continue
             if delay > 0:
                 await trio.sleep(delay)  # more of the same save may arrive meanwhile
-                self._on_events(watches.pending(), watches.profile_wd)
+                self._on_events(watches.pending(), watches.profile_wd, watches.beside_wd)
             self._wake.set()
 
     def _set_watches(self, watches: Watches) -> None:
-        error = watches.follow(self.path.parent)
+        # A link to a file elsewhere (not a ConfigMap's, whose ..data is in this directory):
+        # that file's directory is watched too.
+        target = Path(os.path.realpath(self.path))
+        beside = None if target.parent.is_relative_to(self.path.parent) else target.parent
+        self._target = target.name
+        error = watches.follow(self.path.parent, beside)
         if error is None:
             if not self.following:
                 log.info("following %s again", self.path)

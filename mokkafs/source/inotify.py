@@ -49,6 +49,7 @@ class Watches:
         self._made = trio.Event()
         self._live: set[int] = set()
         self.profile_wd: int | None = None
+        self.beside_wd: int | None = None
 
     def __enter__(self) -> Watches:
         return self
@@ -58,9 +59,10 @@ class Watches:
         if self._inotify is not None:
             self._inotify.close()
 
-    def follow(self, directory: Path) -> str | None:
-        """Watch ``directory`` (or its nearest existing ancestor); None, or why no watch could
-        be set (then the next call tries again)."""
+    def follow(self, directory: Path, beside: Path | None = None) -> str | None:
+        """Watch ``directory`` (or its nearest existing ancestor), and ``beside`` where it
+        exists (the directory of the file a profile that is a link points to, elsewhere); None,
+        or why no watch could be set (then the next call tries again)."""
         if self._inotify is None:
             try:
                 self._inotify = INotify(nonblocking=True)
@@ -75,15 +77,19 @@ class Watches:
         exists = target == directory
         try:
             wd: int = self._inotify.add_watch(target, DIRECTORY_MASK if exists else ANCESTOR_MASK)
+            extra = self._inotify.add_watch(beside, DIRECTORY_MASK) \
+                if beside is not None and beside.is_dir() else None
         except OSError as exc:
             self._drop(set())
-            self.profile_wd = None
+            self.profile_wd = self.beside_wd = None
             hint = (" (raise fs.inotify.max_user_watches or max_user_instances)"
                     if exc.errno in (errno.ENOSPC, errno.EMFILE) else "")
             return f"no inotify watch on {target}: {os.strerror(exc.errno or 0)}{hint}"
-        self._drop({wd})
-        self._live = {wd}
+        live = {wd} if extra is None else {wd, extra}
+        self._drop(live)
+        self._live = live
         self.profile_wd = wd if exists else None
+        self.beside_wd = extra if extra != wd else None
         return None
 
     def _drop(self, keep: set[int]) -> None:

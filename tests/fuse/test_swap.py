@@ -55,21 +55,30 @@ def configmap_swap(live: Live, text: str) -> None:
 
 
 def sighup(live: Live, text: str) -> int:
-    """A change inotify cannot see (the file behind a link into another directory): only a
-    SIGHUP makes mokkafs re-read. Returns the generation the SIGHUP must bring."""
-    target = live.profile.parent.parent / "elsewhere" / "node.yaml"
-    target.parent.mkdir(exist_ok=True)
-    if not (live.profile.is_symlink() and Path(os.readlink(live.profile)) == target):
-        target.write_text(live.profile.read_text())
+    """A change inotify cannot see: the profile links through ``elsewhere/current``, a link in
+    a directory mokkafs has no reason to watch, and that link is pointed at a new directory:
+    only a SIGHUP makes mokkafs re-read. Returns the generation the SIGHUP must bring."""
+    elsewhere = live.profile.parent.parent / "elsewhere"
+    current = elsewhere / "current"
+    if not current.is_symlink():
+        first = elsewhere / "v0"
+        first.mkdir(parents=True)
+        (first / "node.yaml").write_text(live.profile.read_text())
+        os.symlink(first.name, current)
         reads = live.metric("mokkafs_source_reads_total")
         tmp = live.profile.with_name(".link")
-        os.symlink(target, tmp)
+        os.symlink(current / "node.yaml", tmp)
         os.rename(tmp, live.profile)
         # The link swap is seen and read (same bytes: no new generation) before the change.
         wait_for(lambda: live.metric("mokkafs_source_reads_total") > reads, 20, "the read")
+    version = elsewhere / f"v{time.monotonic_ns()}"
+    version.mkdir()
+    (version / "node.yaml").write_text(text)
     generation = live.generation()
     reads = live.metric("mokkafs_source_reads_total")
-    target.write_text(text)
+    tmp = elsewhere / ".current"
+    os.symlink(version.name, tmp)
+    os.rename(tmp, current)
     live.mount.process.send_signal(signal.SIGHUP)
     wait_for(lambda: live.metric("mokkafs_source_reads_total") > reads, 20, "the re-read")
     return generation + 1
@@ -236,6 +245,35 @@ def test_concurrent_readers_see_whole_generations(tmp_path: Path, live: Live) ->
             if acked <= read["start"] and read["end"] <= nxt[0]:
                 stale += read["data"] != expected[rel][name]
     assert (torn, enoent, stale) == (0, 0, 0)
+
+
+def test_a_profile_that_links_into_another_directory_is_followed_there(live: Live) -> None:
+    """node.yaml -> /srv/profiles/x.yaml: edits of x.yaml (rename-over, in place) are seen with
+    no SIGHUP, and so is the link pointed at a file in a third directory, then edits there."""
+    srv = live.profile.parent.parent / "srv"
+    srv.mkdir()
+    (srv / "x.yaml").write_text(profile_text("a100"))
+    tmp = live.profile.with_name(".link")
+    os.symlink(srv / "x.yaml", tmp)
+    os.rename(tmp, live.profile)  # the same bytes: no new generation
+    (srv / ".x.yaml.swp").write_text(profile_text("h100"))
+    os.rename(srv / ".x.yaml.swp", srv / "x.yaml")
+    live.wait_generation(2)
+    assert "0000:1b:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")
+    with open(srv / "x.yaml", "r+") as f:
+        f.truncate(0)
+        f.write(profile_text("gb200"))
+    live.wait_generation(3)
+    other = live.profile.parent.parent / "other"
+    other.mkdir()
+    (other / "y.yaml").write_text(profile_text("a100"))
+    os.symlink(other / "y.yaml", tmp)
+    os.rename(tmp, live.profile)
+    live.wait_generation(4)
+    (other / "y.yaml").write_text(profile_text("h100"))
+    live.wait_generation(5)
+    assert live.ready()["following"] is True
+    assert "0000:1b:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")
 
 
 def test_the_watch_follows_a_directory_that_is_removed_and_made_again(tmp_path: Path) -> None:

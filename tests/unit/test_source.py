@@ -254,10 +254,10 @@ class Unwatchable(Watches):
 
     fail = True
 
-    def follow(self, directory: Path) -> str | None:
+    def follow(self, directory: Path, beside: Path | None = None) -> str | None:
         if Unwatchable.fail:
             return f"no inotify watch on {directory}: No space left on device"
-        return super().follow(directory)
+        return super().follow(directory, beside)
 
 
 def test_a_source_that_cannot_watch_says_so_and_sighup_retries(tmp_path: Path,
