@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 
 from mokkafs import __version__
 from mokkafs.delivery.cdi import (
+    DEFAULT_VERSION,
     KIND,
-    NEWEST,
+    VERSIONS,
     build_spec,
+    check_parent,
     remove_spec,
     require_serving,
     served_device_nodes,
@@ -98,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="serve a control socket there (mode 0600, in a directory only "
                             "root may write) for `mokkafs fault`")
     _cdi_args(mount)
-    mount.add_argument("--cdi-version", default=None, help="CDI version of that spec")
+    mount.add_argument("--cdi-version", default=None,
+                       help=f"CDI version of that spec (default {DEFAULT_VERSION})")
     mount.add_argument("--cdi-hook", default=None, metavar="PATH",
                        help="the createContainer hook as the runtime sees it (default: the "
                             "one built into the package; a DaemonSet copies it to the node)")
@@ -118,8 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     cdi = sub.add_parser("cdi", help="print (or write) the CDI spec of a serving mount")
     cdi.add_argument("--mountpoint", type=Path, required=True)
     cdi.add_argument("--cdi-version", default=None,
-                     help="CDI spec version (default: the newest, 0.8.0; podman 4.3 reads "
-                          "up to 0.5.0)")
+                     help=f"CDI spec version, {', '.join(VERSIONS)} (default "
+                          f"{DEFAULT_VERSION}: the newest podman 4.3 reads)")
     cdi.add_argument("--cdi-kind", default=KIND, help=f"CDI kind (default {KIND})")
     cdi.add_argument("--output", type=Path, default=None,
                      help="write it there atomically instead of to standard output")
@@ -241,8 +244,8 @@ def wire(args: argparse.Namespace,
     config = Config(
         mountpoint=args.mountpoint, cache_mode=choose(args.cache_mode), metrics=args.metrics,
         control=args.control,
-        cdi=CdiConfig(args.cdi_dir, args.cdi_version or NEWEST, args.cdi_kind, args.cdi_hook)
-        if args.cdi_dir else None,
+        cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
+                      args.cdi_hook) if args.cdi_dir else None,
         runtime_dir=args.runtime_dir)
     return config, Wiring(FileSource(path, _compiler(args, clock)), clock=clock)
 
@@ -294,8 +297,9 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
 
 def _cmd_cdi(args: argparse.Namespace) -> int:
     require_serving(args.mountpoint)
+    check_parent(args.mountpoint)  # the spec hands it to every container, as the daemon's does
     spec = build_spec(args.mountpoint, served_device_nodes(args.mountpoint),
-                      args.cdi_version or NEWEST, kind=args.cdi_kind)
+                      args.cdi_version or DEFAULT_VERSION, kind=args.cdi_kind)
     validate(spec)
     if args.output:
         write_atomically(spec, args.output)

@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 
 KIND = "mokkafs.io/node"
 VERSIONS = ("0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0")
-NEWEST = VERSIONS[-1]
+# What is written unless asked otherwise: the newest that podman 4.3 (Debian 12's CDI library
+# 0.5.x) reads, and every runtime since. The spec uses nothing newer.
+DEFAULT_VERSION = "0.5.0"
 SCHEMA = Path(__file__).resolve().parent / "cdi_schema.json"
 # The CDI project's own schema, as Debian ships it (golang-github-container-orchestrated-
 # devices-container-device-interface-dev); the tests check the specs against it too.
@@ -60,7 +62,7 @@ def spec_file_name(kind: str) -> str:
     return kind.replace("/", "_") + ".json"
 
 
-def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = NEWEST,
+def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT_VERSION,
                hook: str | None = None, kind: str = KIND) -> dict[str, Any]:
     if version not in VERSIONS:
         raise UsageError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
@@ -82,8 +84,10 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = NEWEST,
         return [{"hostPath": f"{mnt}/proc/{name}", "containerPath": f"/proc/{name}",
                  "options": ["bind", "ro", "nosuid", "nodev"]} for name in names]
 
+    # Nodes to stat, not to open ("m": the device cgroup lets the container make them, never
+    # read or write them): on a host with RDMA hardware, these numbers are its real devices.
     device_nodes = [{"path": path, "type": "c", "major": major, "minor": minor,
-                     "permissions": "rw"} for path, major, minor in nodes]
+                     "permissions": "m"} for path, major, minor in nodes]
 
     def device(name: str, **edits: Any) -> dict[str, Any]:
         return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
@@ -193,7 +197,7 @@ def check_parent(mountpoint: Path) -> Path:
 class Publisher:
     """Keeps ``<cdi_dir>/<kind>.json`` in step with a serving mount."""
 
-    def __init__(self, cdi_dir: Path, mountpoint: Path, version: str = NEWEST,
+    def __init__(self, cdi_dir: Path, mountpoint: Path, version: str = DEFAULT_VERSION,
                  kind: str = KIND, hook: str | None = None) -> None:
         self.path = cdi_dir / spec_file_name(kind)
         self.mountpoint = mountpoint

@@ -50,6 +50,12 @@ echo ==nvmodule; cat /sys/module/nvidia/version /sys/module/nvidia_peermem/versi
 echo ==nvversion; cat /proc/driver/nvidia/version
 echo ==information; cat /proc/driver/nvidia/gpus/*/information
 echo ==rdmacm; stat -c '%F %t:%T' /dev/infiniband/rdma_cm
+echo ==devopen; python3 -c 'import os
+for p in ("/dev/infiniband/uverbs0", "/dev/infiniband/rdma_cm"):
+    try:
+        os.close(os.open(p, os.O_RDWR)); print(p, "opened")
+    except OSError as e:
+        print(p, e.errno)'
 echo ==procmodules; [ -e /proc/modules ] && grep -c '^nvidia ' /proc/modules || echo none
 echo ==lspcit; lspci -t
 echo ==nccl; python3 /topology.py /sys nccl 0000:1b:00.0 mlx5_0 mlx5_1
@@ -112,6 +118,8 @@ def test_every_consumer_in_one_container(h100_node: Node, ibdump: Path) -> None:
         assert f"Bus Location: \t {gpu.bdf}\n" in out["information"]
         assert gpu.gpu is not None and f"GPU UUID: \t {gpu.gpu.uuid}\n" in out["information"]
     assert out["rdmacm"] == "character special file a:38\n"  # 10:56
+    # to stat, never to open: on a host with RDMA hardware these are its devices
+    assert out["devopen"] == "/dev/infiniband/uverbs0 1\n/dev/infiniband/rdma_cm 1\n"  # EPERM
     # /proc/modules is bound where the host kernel has one; this one may be built without
     assert out["procmodules"] == ("1\n" if Path("/proc/modules").exists() else "none\n")
     assert "-[17-1b]--+-00.0-[18]----00.0" in out["lspcit"]
@@ -361,6 +369,17 @@ def test_a_parent_holding_anything_else_is_refused(tmp_path: Path) -> None:
     assert "also holds canary, canary.sock" in result.stderr
     assert "Traceback" not in result.stderr
     assert not os.path.ismount(share / "node") and not any(cdi.glob("*.json"))
+
+
+def test_cdi_refuses_a_mount_whose_parent_holds_anything_else(tmp_path: Path) -> None:
+    """``mokkafs cdi`` writes the same spec as the daemon, so it checks the same parent."""
+    (tmp_path / "canary").write_text("root's secret\n")
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4"]) as mount:
+        result = subprocess.run([sys.executable, "-m", "mokkafs", "cdi", "--mountpoint",
+                                 str(mount.path)], capture_output=True, text=True, cwd=REPO,
+                                timeout=60)
+    assert result.returncode == 4, result.stderr
+    assert "also holds canary" in result.stderr and result.stdout == ""
 
 
 def test_a_container_sees_the_view_and_nothing_else_of_the_host(h100_node: Node) -> None:
