@@ -9,10 +9,12 @@
  * Paths below the simulated prefixes (path_map.c) are rewritten to MOKKAFS_ROOT + path; every
  * other path is passed on untouched. Relative paths are resolved against the logical working
  * directory, which the chdir/fchdir hooks keep, so a process whose cwd is inside a redirected
- * directory keeps working and getcwd never shows the mount. A path that would overflow
- * PATH_MAX fails with ENAMETOOLONG instead of reaching the host's path. State is set once at
- * load time; the hot path takes no lock. Go and static binaries bypass this by nature: the
- * mounts (CDI) are for them.
+ * directory keeps working and getcwd never shows the mount. A redirected path that would
+ * overflow PATH_MAX fails with ENAMETOOLONG instead of reaching the host's path. State is set
+ * once, by the first call that needs it (a program's own libraries run their constructors
+ * before this one's); the hot path takes no lock. Go and static binaries bypass this by
+ * nature: the mounts (CDI) are for them. So do glibc's functions that walk or match paths
+ * with its internal calls (nftw, ftw, fts, glob): docs/preload.md.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -20,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "path_map.h"
@@ -58,7 +62,7 @@ static void set_logical_cwd(const char *path) {
         __atomic_store_n(&logical_cwd, copy, __ATOMIC_RELEASE);
 }
 
-__attribute__((constructor)) static void mokkafs_init(void) {
+static void mokkafs_init(void) {
     const char *off = getenv("MOKKAFS_PRELOAD");
     const char *r = getenv("MOKKAFS_ROOT");
     if ((off && strcmp(off, "off") == 0) || !r || r[0] != '/')
@@ -78,10 +82,19 @@ __attribute__((constructor)) static void mokkafs_init(void) {
     }
 }
 
+static pthread_once_t initialised = PTHREAD_ONCE_INIT;
+
+/* Set up on first use, wherever that is (a library constructor that reads /sys runs before
+ * ours), and at load otherwise. */
+static void ready(void) { pthread_once(&initialised, mokkafs_init); }
+
+__attribute__((constructor)) static void mokkafs_load(void) { ready(); }
+
 /* Set *use to the path to use for `path`: itself, or `buf` holding the redirected one.
  * Returns -1 (errno ENAMETOOLONG) when the redirected path would not fit. */
 static int redirect(const char *path, char buf[PATH_MAX], const char **use) {
     *use = path;
+    ready();
     if (!root_len || !path || !path[0])
         return 0;
     const char *absolute = path;
@@ -93,12 +106,14 @@ static int redirect(const char *path, char buf[PATH_MAX], const char **use) {
         /* Only a cwd in the view's namespaces, or a path that climbs, can lead into it. */
         if (path[0] != '.' && strcmp(cwd, "/") != 0 && strcmp(cwd, "/sys") != 0 &&
             strncmp(cwd, "/sys/", 5) != 0 && strcmp(cwd, "/proc") != 0 &&
-            strcmp(cwd, "/dev") != 0 && strncmp(cwd, "/dev/", 5) != 0)
+            strncmp(cwd, "/proc/", 6) != 0 && strcmp(cwd, "/dev") != 0 &&
+            strncmp(cwd, "/dev/", 5) != 0)
             return 0;
-        if (mokkafs_join(cwd, path, joined, sizeof joined) != 0) {
-            errno = ENAMETOOLONG;
-            return -1;
-        }
+        /* Longer than a path can be: not one into the view (the kernel limits only what it
+         * is given, relative to the real cwd, which is in the mount when the logical one is
+         * in the view). */
+        if (mokkafs_join(cwd, path, joined, sizeof joined) != 0)
+            return 0;
         absolute = joined;
         if (!mokkafs_redirected(absolute)) {
             /* Outside the view; but a real cwd inside the mount must not resolve it there. */
@@ -137,8 +152,11 @@ static int at_redirect(int dirfd, const char *path, char buf[PATH_MAX], const ch
     if (at_redirect(dirfd, path, var##_buf, &var) < 0)                                   \
         return fail
 
+/* The mode argument is passed only with O_CREAT or O_TMPFILE (whose bits include
+ * O_DIRECTORY's: an O_DIRECTORY open passes none). */
 static mode_t mode_arg(int flags, va_list ap) {
-    return (flags & (O_CREAT | O_TMPFILE)) ? (mode_t)va_arg(ap, int) : 0;
+    return ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? (mode_t)va_arg(ap, int)
+                                                                   : 0;
 }
 
 /* -- the open family ------------------------------------------------------------------- */
@@ -325,6 +343,37 @@ EXPORT int faccessat(int dirfd, const char *path, int mode, int flags) {
     return REAL(faccessat)(dirfd, p, mode, flags);
 }
 
+EXPORT int euidaccess(const char *path, int mode) {
+    REDIRECT_OR_FAIL(p, path, -1);
+    return REAL(euidaccess)(p, mode);
+}
+
+EXPORT int eaccess(const char *path, int mode) {
+    REDIRECT_OR_FAIL(p, path, -1);
+    return REAL(eaccess)(p, mode);
+}
+
+/* Extended attributes: `ls -l` asks for security labels of every file it lists. */
+EXPORT ssize_t getxattr(const char *path, const char *name, void *value, size_t size) {
+    REDIRECT_OR_FAIL(p, path, -1);
+    return REAL(getxattr)(p, name, value, size);
+}
+
+EXPORT ssize_t lgetxattr(const char *path, const char *name, void *value, size_t size) {
+    REDIRECT_OR_FAIL(p, path, -1);
+    return REAL(lgetxattr)(p, name, value, size);
+}
+
+EXPORT ssize_t listxattr(const char *path, char *list, size_t size) {
+    REDIRECT_OR_FAIL(p, path, -1);
+    return REAL(listxattr)(p, list, size);
+}
+
+EXPORT ssize_t llistxattr(const char *path, char *list, size_t size) {
+    REDIRECT_OR_FAIL(p, path, -1);
+    return REAL(llistxattr)(p, list, size);
+}
+
 EXPORT ssize_t readlink(const char *path, char *buf, size_t size) {
     REDIRECT_OR_FAIL(p, path, -1);
     return REAL(readlink)(p, buf, size);
@@ -407,6 +456,7 @@ EXPORT char *__getcwd_chk(char *buf, size_t size, size_t buflen) {
 
 static void remember_cwd(void) {
     char cwd[PATH_MAX];
+    ready();
     if (!root_len || !REAL(getcwd)(cwd, sizeof cwd))
         return;
     const char *logical = mokkafs_unroot(root, root_len, cwd);
@@ -429,6 +479,7 @@ EXPORT int fchdir(int fd) {
 }
 
 EXPORT char *getcwd(char *buf, size_t size) {
+    ready();
     char *r = REAL(getcwd)(buf, size);
     if (r && root_len) {
         const char *logical = mokkafs_unroot(root, root_len, r);
@@ -449,34 +500,57 @@ static void fake_magic(const char *logical, struct statfs *st) {
         st->f_type = TMPFS_MAGIC;
 }
 
+/* The logical path `p` (what redirect gave for a call) stands for, when it is in the mount. */
+static const char *in_mount(const char *path, const char *p) {
+    return p != path ? mokkafs_unroot(root, root_len, p) : NULL;
+}
+
 EXPORT int statfs(const char *path, struct statfs *st) {
     REDIRECT_OR_FAIL(p, path, -1);
     int r = REAL(statfs)(p, st);
-    if (r == 0 && p != path)
-        fake_magic(path[0] == '/' ? path : p + root_len, st);
+    const char *logical = r == 0 ? in_mount(path, p) : NULL;
+    if (logical)
+        fake_magic(logical, st);
     return r;
 }
 
 EXPORT int statfs64(const char *path, struct statfs64 *st) {
     REDIRECT_OR_FAIL(p, path, -1);
     int r = REAL(statfs64)(p, st);
-    if (r == 0 && p != path)
-        fake_magic(path[0] == '/' ? path : p + root_len, (struct statfs *)st);
+    const char *logical = r == 0 ? in_mount(path, p) : NULL;
+    if (logical)
+        fake_magic(logical, (struct statfs *)st);
     return r;
+}
+
+/* Where an open descriptor is, as a logical path, when it is in the mount. */
+static const char *fd_in_mount(int fd, char target[PATH_MAX]) {
+    ready();
+    if (!root_len)
+        return NULL;
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = REAL(readlink)(link, target, PATH_MAX - 1);
+    if (n <= 0)
+        return NULL;
+    target[n] = '\0';
+    return mokkafs_unroot(root, root_len, target);
 }
 
 EXPORT int fstatfs(int fd, struct statfs *st) {
     int r = REAL(fstatfs)(fd, st);
-    if (r != 0 || !root_len)
-        return r;
-    char link[64], target[PATH_MAX];
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    ssize_t n = REAL(readlink)(link, target, sizeof target - 1);
-    if (n > 0) {
-        target[n] = '\0';
-        const char *logical = mokkafs_unroot(root, root_len, target);
-        if (logical)
-            fake_magic(logical, st);
-    }
+    char target[PATH_MAX];
+    const char *logical = r == 0 ? fd_in_mount(fd, target) : NULL;
+    if (logical)
+        fake_magic(logical, st);
+    return r;
+}
+
+EXPORT int fstatfs64(int fd, struct statfs64 *st) {
+    int r = REAL(fstatfs64)(fd, st);
+    char target[PATH_MAX];
+    const char *logical = r == 0 ? fd_in_mount(fd, target) : NULL;
+    if (logical)
+        fake_magic(logical, (struct statfs *)st);
     return r;
 }

@@ -22,6 +22,7 @@
 #include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "../path_map.h"
@@ -41,6 +42,7 @@ int __openat_2(int dirfd, const char *path, int flags);
 int __openat64_2(int dirfd, const char *path, int flags);
 
 static int passed, failed, on;
+extern int shimdep_vendor_read; /* tests/shimdep.c: a library constructor's read */
 
 #define CHECK(cond, what)                                                                \
     do {                                                                                 \
@@ -172,6 +174,18 @@ static void test_stat_family(void) {
 static void test_access_links_names(void) {
     INSIDE(access(VENDOR, R_OK) == 0, "access");
     INSIDE(faccessat(AT_FDCWD, VENDOR, R_OK, 0) == 0, "faccessat");
+    INSIDE(euidaccess(VENDOR, R_OK) == 0, "euidaccess");
+    INSIDE(eaccess(VENDOR, R_OK) == 0, "eaccess");
+    char names[256];
+    errno = 0;
+    INSIDE(listxattr(VENDOR, names, sizeof names) >= 0, "listxattr");
+    INSIDE(llistxattr(VENDOR, names, sizeof names) >= 0, "llistxattr");
+    errno = 0;  /* no such attribute on the file (ENODATA/ENOTSUP), not no such file */
+    INSIDE(getxattr(VENDOR, "user.none", names, sizeof names) < 0 && errno != ENOENT,
+           "getxattr");
+    errno = 0;
+    INSIDE(lgetxattr(GPU, "user.none", names, sizeof names) < 0 && errno != ENOENT,
+           "lgetxattr");
     char buf[PATH_MAX];
     ssize_t n = readlink(GPU, buf, sizeof buf - 1);
     if (n >= 0)
@@ -196,6 +210,12 @@ static void test_access_links_names(void) {
     INSIDE(statfs64(GPU, &sf64) == 0 && sf64.f_type == SYSFS_MAGIC, "statfs64");
     int fd = open(VENDOR, O_RDONLY);
     INSIDE(fd >= 0 && fstatfs(fd, &sf) == 0 && sf.f_type == SYSFS_MAGIC, "fstatfs");
+    INSIDE(fd >= 0 && fstatfs64(fd, &sf64) == 0 && sf64.f_type == SYSFS_MAGIC, "fstatfs64");
+    if (fd >= 0)
+        close(fd);
+    /* O_DIRECTORY passes no mode: the shim must not read one */
+    fd = open(GPU "/", O_RDONLY | O_DIRECTORY);
+    INSIDE(fd >= 0, "open O_DIRECTORY");
     if (fd >= 0)
         close(fd);
 }
@@ -217,6 +237,14 @@ static void test_cwd(void) {
         free(r);
         struct stat st;
         CHECK(stat("../../../proc/self", &st) == 0, "relative path out of the view");
+        struct statfs out, direct;
+        CHECK(statfs("../../../tmp", &out) == 0 && statfs("/tmp", &direct) == 0 &&
+                  out.f_type == direct.f_type, "statfs of a relative path out of the view");
+        int version = chdir("/proc/driver") == 0 ? open("nvidia/version", O_RDONLY) : -1;
+        CHECK(version >= 0, "relative open from a cwd below /proc");
+        if (version >= 0)
+            close(version);
+        CHECK(chdir(IB) == 0, "back");
         int dirfd = open("/sys", O_RDONLY | O_DIRECTORY);
         CHECK(dirfd >= 0 && fchdir(dirfd) == 0 && getcwd(cwd, sizeof cwd) &&
                   strcmp(cwd, "/sys") == 0, "fchdir");
@@ -240,6 +268,48 @@ static void test_overflow(void) {
         CHECK(fd < 0 && errno == ENAMETOOLONG, "overflow fails with ENAMETOOLONG");
     else
         CHECK(fd < 0 && errno != ENAMETOOLONG, "no overflow without the shim");
+}
+
+/* A working directory a little short of PATH_MAX: relative paths out of the view work there
+ * (the shim must not refuse what the kernel takes). */
+static void test_long_cwd(void) {
+    char before[PATH_MAX], base[] = "/tmp/shimtest-XXXXXX", part[201];
+    if (!getcwd(before, sizeof before) || !mkdtemp(base) || chdir(base) != 0) {
+        CHECK(0, "long cwd: set-up");
+        return;
+    }
+    memset(part, 'd', 200);
+    part[200] = '\0';
+    int depth = 0;
+    while (strlen(base) + (size_t)(depth + 1) * 201 < PATH_MAX - 250 && mkdir(part, 0700) == 0 &&
+           chdir(part) == 0)
+        depth++;
+    /* and a last one to 3 short of PATH_MAX: the cwd joined with "./f" is longer than that */
+    char last[256];
+    size_t len = strlen(base) + (size_t)depth * 201 + 1;
+    size_t n = PATH_MAX - 3 - len;
+    memset(last, 'e', n);
+    last[n] = '\0';
+    char cwd[PATH_MAX];
+    if (n == 0 || n > 255 || mkdir(last, 0700) != 0 || chdir(last) != 0 ||
+        !getcwd(cwd, sizeof cwd) || strlen(cwd) != PATH_MAX - 3) {
+        CHECK(0, "long cwd: set-up");
+        n = 0;
+    }
+    int fd = open("./f", O_CREAT | O_WRONLY, 0600);
+    CHECK(fd >= 0, "relative open in a long cwd");
+    if (fd >= 0)
+        close(fd);
+    struct stat st;
+    CHECK(stat("..", &st) == 0, "relative stat in a long cwd");
+    unlink("f");
+    if (n && (chdir("..") != 0 || rmdir(last) != 0))
+        perror("long cwd: clean-up");
+    for (; depth > 0; depth--)
+        if (chdir("..") != 0 || rmdir(part) != 0)
+            break;
+    if (chdir(before) != 0 || rmdir(base) != 0)
+        perror("long cwd: clean-up");
 }
 
 static void *thread_main(void *arg) {
@@ -286,7 +356,9 @@ int main(int argc, char **argv) {
     test_access_links_names();
     test_cwd();
     test_overflow();
+    test_long_cwd();
     test_threads_and_fork();
+    INSIDE(shimdep_vendor_read, "a library constructor that runs before the shim's");
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
