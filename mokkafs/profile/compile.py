@@ -286,8 +286,9 @@ def _endpoints(gpus: list[devices.Gpu], switches: list[devices.NvSwitch],
                                  gpu.subsystem_device, devices.CLASS_3D, gpu.revision,
                                  "nvidia", gpu.link, gpu.bars(), gpu)
     for sw in switches:
+        # nvidia.ko binds NVSwitches with a PCI driver of their own (linux_nvswitch.c)
         out[sw.bdf] = _Endpoint("nvswitch", devices.NVIDIA, sw.device, devices.NVIDIA, 0,
-                                devices.CLASS_BRIDGE_OTHER, 0xA1, "nvidia",
+                                devices.CLASS_BRIDGE_OTHER, 0xA1, "nvidia-nvswitch",
                                 devices.NVSWITCH_LINK, [(0, 32 * devices.MIB, False, False)])
     hca_device = int(ib.hca_type[2:])
     sub = ib.subsystem_id if ib.subsystem_id is not None else MELLANOX

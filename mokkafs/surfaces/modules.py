@@ -65,7 +65,8 @@ def loaded(state: State) -> tuple[Module, ...]:
     if gpu:
         out += [
             Module("nvidia", 56823808, version=drv.version, taint=nv_taint,
-                   drivers=("nvidia",)),
+                   drivers=tuple(d for d in ("nvidia", "nvidia-nvswitch")
+                                 if d in state.pci_drivers)),
             Module("nvidia_modeset", 1908736, ("nvidia",), drv.version, nv_taint),
             Module("nvidia_uvm", 2232320, ("nvidia",), drv.version, nv_taint),
         ]

@@ -42,7 +42,8 @@ def test_no_infiniband_leaves_no_trace_of_it() -> None:
     listed = {p.rsplit("/", 1)[1] for p in paths if p.startswith("sys/bus/pci/devices/")}
     functions = state_of("h100").functions
     assert listed == {fn.bdf for fn in functions if fn.driver != "mlx5_core"}
-    assert len([fn for fn in functions if fn.driver == "nvidia"]) == 12  # 8 GPUs, 4 NVSwitches
+    assert len([fn for fn in functions if fn.driver == "nvidia"]) == 8  # the GPUs
+    assert len([fn for fn in functions if fn.driver == "nvidia-nvswitch"]) == 4
 
 
 def test_render_over_an_existing_tree_becomes_the_new_view(tmp_path: Path) -> None:

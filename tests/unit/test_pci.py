@@ -119,7 +119,8 @@ def test_cpulist_and_mask_formats() -> None:
 def test_nvswitch_and_hca_identity() -> None:
     state = state_of("h100")
     sw = state.function("0000:a5:00.0")
-    assert (sw.vendor, sw.device, sw.class_code, sw.driver) == (0x10DE, 0x22A3, 0x068000, "nvidia")
+    assert (sw.vendor, sw.device, sw.class_code, sw.driver) == (0x10DE, 0x22A3, 0x068000,
+                                                                "nvidia-nvswitch")
     hca = state.function(H100_NIC0)
     assert modalias(hca).startswith("pci:v000015B3d00001021")
     assert state_of("a100").function("0000:c4:00.0").device == 0x1AF1

@@ -108,7 +108,16 @@ def test_modules_carry_the_driver_version_and_peermem_only_with_infiniband() -> 
     link = tree.resolve("sys/module/mlx5_core/drivers/pci:mlx5_core")
     assert link is not None and isinstance(link.node, Symlink)
     assert link.node.target == "../../../bus/pci/drivers/mlx5_core"
+    # NVSwitches are bound by the nvidia module's second PCI driver, as lspci -k shows it
+    link = tree.resolve("sys/module/nvidia/drivers/pci:nvidia-nvswitch")
+    assert link is not None and isinstance(link.node, Symlink)
+    switches = tree.resolve("sys/bus/pci/drivers/nvidia-nvswitch")
+    assert switches is not None
+    assert sorted(n for n, _ in switches.children if n.startswith("0000:")) == sorted(
+        fn.bdf for fn in state.functions if fn.kind == "nvswitch")
+    assert len(switches.names) > 4 and "module" in switches.names
     bare = tree_of(state_of("l40s"))
+    assert bare.resolve("sys/module/nvidia/drivers/pci:nvidia-nvswitch") is None
     assert bare.resolve("sys/module/nvidia_peermem") is None
     assert bare.resolve("sys/module/mlx5_core") is None
     assert read(bare, "sys/module/nvidia/refcnt") == "2\n"
