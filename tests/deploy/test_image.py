@@ -87,11 +87,11 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
         assert f"{expected} cache mode" in logs.stdout + logs.stderr
         out = podman("run", "--rm", *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
                      hosttools_image, "sh", "-c",
-                     "lspci -nn -k 2>/dev/null | grep -c 'driver in use: nvidia'; ibstat -l | "
+                     "lspci -nn -k 2>/dev/null | grep -c 'driver in use: nvidia$'; ibstat -l | "
                      "wc -l; grep -c nvidia /proc/devices; cat /sys/class/dmi/id/product_name"
                      ).stdout.split()
         state = state_of("h100")
-        nvidia = [f for f in state.functions if f.driver == "nvidia"]  # GPUs and NVSwitches
+        nvidia = [f for f in state.functions if f.driver == "nvidia"]  # GPUs (not NVSwitches)
         assert out == [str(len(nvidia)), str(len(state.hcas)), "4", "DGXH100"]
         podman("stop", "-t", "10", name)
         assert not spec.exists()  # retracted before unmount
