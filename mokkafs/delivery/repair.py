@@ -6,7 +6,8 @@ shared mount that containers hold with slave propagation (``PROPAGATED``), so th
 appears there inside every container at once; then each container's dead binds of this
 filesystem (found in /proc/<pid>/mountinfo by the fsname ``mokkafs@<mountpoint>``) are
 replaced by binds of the same paths from that live copy, inside the container's mount
-namespace. ``setns`` into a mount namespace needs a single-threaded process, hence the helper
+namespace, and what the runtime had mounted over them is made again (``_rebind``). ``setns``
+into a mount namespace needs a single-threaded process, hence the helper
 ``python -m mokkafs.delivery.repair`` per namespace.
 
 The parent is made a shared mount by binding it onto itself (``SharedParent``). That bind is
@@ -21,6 +22,7 @@ import logging
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -142,19 +144,115 @@ def repair(mountpoint: Path) -> int:
     return fixed
 
 
-def _rebind(pid: int, binds: list[tuple[str, str]]) -> None:
+@dataclass(frozen=True)
+class _Again:
+    """One mount the runtime made over a dead bind of the view, and how to make it again over
+    the live one: a detached copy of the same filesystem, made from the daemon's namespace
+    (``fd``), or a fresh tmpfs with its options (a mask's empty directory, the tmpfs that holds
+    cgroup v1's mounts)."""
+
+    point: str
+    flags: int  # its per-mount flags (ro, nosuid, ...)
+    fd: int | None = None
+    tmpfs: str | None = None
+    parent_fresh: bool = False  # mounted on a tmpfs made again: its mountpoint is made too
+
+
+def _below(theirs: list[MountEntry], target: str) -> list[MountEntry]:
+    """Every mount over the one at ``target`` (the topmost there), in mount order."""
+    at = [m for m in theirs if m.point == target]
+    if not at:
+        return []
+    inside = {at[-1].mount_id}
+    out = []
+    for m in theirs:
+        if m.parent_id in inside and m.mount_id not in inside:
+            inside.add(m.mount_id)
+            out.append(m)
+    return out
+
+
+def _again(m: MountEntry, ours: list[MountEntry], fresh: set[int]) -> _Again | str:
+    """How to make ``m`` again, or why it cannot be. ``ours``: the daemon's mount table, where
+    a mount of the same filesystem (a cgroup hierarchy) can be cloned from; ``fresh``: the
+    ids of the mounts of ``m``'s tree that will be tmpfs made again."""
+    flags = 0
+    for option in m.options.split(","):
+        flags |= linux.MOUNT_FLAGS.get(option, 0)
+    parent_fresh = m.parent_id in fresh
+    same = [h for h in ours if h.dev == m.dev and h.fstype != FSTYPE
+            and (m.root == h.root or m.root.startswith(h.root.rstrip("/") + "/"))]
+    if same:
+        host = max(same, key=lambda h: len(h.root))
+        path = host.point.rstrip("/") + m.root[len(host.root.rstrip("/")):]
+        try:
+            return _Again(m.point, flags, fd=linux.clone_tree(path or "/"),
+                          parent_fresh=parent_fresh)
+        except OSError as exc:
+            return f"{m.point}: {exc}"
+    if m.fstype == "tmpfs":  # private to the container: an empty one is the same
+        fresh.add(m.mount_id)
+        options = ",".join(o for o in m.super_options.split(",") if o not in ("rw", "ro", ""))
+        return _Again(m.point, flags, tmpfs=options, parent_fresh=parent_fresh)
+    return f"{m.point}: a {m.fstype} mount mokkafs cannot make again"
+
+
+def _rebind(pid: int, binds: list[tuple[str, str]]) -> list[str]:
+    """In the mount namespace of ``pid``: bind each live path over its dead bind, and make
+    again what the runtime mounted over the dead one (masks over host paths, /sys/fs/cgroup),
+    which goes when the dead bind is detached: its paths cannot be walked any more, so the
+    same filesystems are cloned from the daemon's own namespace, or made fresh. Returns what
+    could not be made again."""
+    theirs, ours = mounts_of(pid), mounts_of()  # (in there, /proc is the container's)
+    plans: list[tuple[str, str, list[_Again]]] = []
+    lost: list[str] = []
+    for source, target in binds:
+        fresh: set[int] = set()
+        again = []
+        for m in _below(theirs, target):
+            how = _again(m, ours, fresh)
+            if isinstance(how, str):
+                lost.append(how)
+            else:
+                again.append(how)
+        plans.append((source, target, again))
     with open(f"/proc/{pid}/ns/mnt") as ns:
         linux.setns(ns.fileno(), linux.CLONE_NEWNS, f"the mount namespace of pid {pid}")
-    for source, target in binds:
+    for source, target, again in plans:
         linux.umount_lazily(target)
         linux.mount(source, target, None, linux.MS_BIND | linux.MS_REC)
         linux.mount(None, target, None, linux.MS_REMOUNT | linux.MS_BIND | linux.MS_RDONLY
                     | linux.MS_NOSUID | linux.MS_NODEV)
+        made = []
+        for a in again:
+            try:
+                if a.parent_fresh and not os.path.lexists(a.point):
+                    os.mkdir(a.point)
+                if a.fd is not None:
+                    linux.move_tree(a.fd, a.point)
+                else:
+                    linux.mount("tmpfs", a.point, "tmpfs", 0, a.tmpfs)
+                made.append(a)
+            except OSError as exc:
+                lost.append(f"{a.point}: {exc}")
+            finally:
+                if a.fd is not None:
+                    os.close(a.fd)
+        for a in reversed(made):  # its own flags last: a read-only tmpfs holds mountpoints
+            try:
+                linux.mount(None, a.point, None, linux.MS_REMOUNT | linux.MS_BIND | a.flags)
+            except OSError as exc:
+                lost.append(f"{a.point}: {exc}")
+    return lost
 
 
 if __name__ == "__main__":
     try:
-        _rebind(int(sys.argv[1]), [(str(a), str(b)) for a, b in json.loads(sys.argv[2])])
+        lost = _rebind(int(sys.argv[1]), [(str(a), str(b)) for a, b in json.loads(sys.argv[2])])
     except OSError as exc:
         print(exc, file=sys.stderr)
+        sys.exit(1)
+    if lost:
+        print(f"re-attached the view, but not the runtime's mounts over it: {'; '.join(lost)}",
+              file=sys.stderr)
         sys.exit(1)

@@ -1,5 +1,6 @@
-"""Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns),
-raising OSError with the errno like os does; and glibc's malloc_trim."""
+"""Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns,
+open_tree, move_mount), raising OSError with the errno like os does; and glibc's
+malloc_trim."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ CLONE_NEWNS = 0x0002_0000
 CLONE_NEWNET = 0x4000_0000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE, MS_SHARED = 32, 4096, 16384, 1 << 18, 1 << 20
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
+# mountinfo's per-mount options as mount(2) flags
+MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
+               "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME,
+               "strictatime": MS_STRICTATIME}
 MNT_DETACH = 2
+# open_tree(2) and move_mount(2), Linux 5.2: the same numbers on every architecture
+SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429
+OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH = 1, 4
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
@@ -23,15 +32,31 @@ def check(result: int, what: str) -> int:
     return result
 
 
-def mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+def mount(source: str | None, target: str, fstype: str | None, flags: int,
+          data: str | None = None) -> None:
     check(libc.mount(None if source is None else os.fsencode(source), os.fsencode(target),
-                     None if fstype is None else os.fsencode(fstype), flags, None),
+                     None if fstype is None else os.fsencode(fstype), flags,
+                     None if data is None else os.fsencode(data)),
           f"mount {source or ''} on {target}")
 
 
 def umount_lazily(target: str) -> bool:
     """Detach what is mounted at ``target``; False (not an error) when nothing is."""
     return bool(libc.umount2(os.fsencode(target), MNT_DETACH) == 0)
+
+
+def clone_tree(path: str) -> int:
+    """A detached copy of the mount at ``path`` (rooted at ``path``, as a bind of it would
+    be): a descriptor to ``move_tree`` somewhere later, in this or another namespace."""
+    return check(libc.syscall(SYS_OPEN_TREE, -100, os.fsencode(path),  # AT_FDCWD
+                              OPEN_TREE_CLONE | os.O_CLOEXEC),
+                 f"open_tree {path}")
+
+
+def move_tree(fd: int, target: str) -> None:
+    """Attach the detached mount tree ``fd`` at ``target``."""
+    check(libc.syscall(SYS_MOVE_MOUNT, fd, b"", -100, os.fsencode(target),
+                       MOVE_MOUNT_F_EMPTY_PATH), f"move_mount onto {target}")
 
 
 def setns(fd: int, nstype: int, what: str) -> None:

@@ -17,8 +17,9 @@ def fsname(mountpoint: Path | str) -> str:
 @dataclass(frozen=True, slots=True)
 class MountEntry:
     """One line of mountinfo: the device, the root of the mount within its filesystem, where
-    it is mounted, the filesystem type and source, and the optional fields (``shared:N``,
-    ``master:N``)."""
+    it is mounted, the filesystem type and source, the optional fields (``shared:N``,
+    ``master:N``), the mount's id and its parent's, and its per-mount and filesystem
+    options."""
 
     dev: str
     root: str
@@ -26,6 +27,10 @@ class MountEntry:
     fstype: str
     source: str
     optional: tuple[str, ...] = ()
+    mount_id: int = 0
+    parent_id: int = 0  # the mount this one is mounted on
+    options: str = ""  # this mount's: ro, nosuid, ...
+    super_options: str = ""  # the filesystem's: mode=755, ...
 
     @property
     def shared(self) -> bool:
@@ -45,7 +50,9 @@ def parse(text: str) -> list[MountEntry]:
         if len(fields) < 6 or len(rest) < 2:
             continue
         entries.append(MountEntry(fields[2], _unescape(fields[3]), _unescape(fields[4]),
-                                  rest[0], _unescape(rest[1]), tuple(fields[6:])))
+                                  rest[0], _unescape(rest[1]), tuple(fields[6:]),
+                                  int(fields[0]), int(fields[1]), fields[5],
+                                  rest[2] if len(rest) > 2 else ""))
     return entries
 
 

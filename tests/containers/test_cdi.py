@@ -18,6 +18,7 @@ import pytest
 
 from mokkafs.delivery.cdi import UPSTREAM_SCHEMA, validate
 from mokkafs.errors import MokkafsError
+from mokkafs.host.mountinfo import FSTYPE, parse
 from tests.conftest import require_tool, state_of
 from tests.containers.conftest import (
     CDI_DIR,
@@ -267,6 +268,14 @@ def test_spec_is_absent_until_the_mount_serves(tmp_path: Path) -> None:
 
 
 
+def runtime_mounts_over_sys(name: str) -> dict[str, tuple[str, str, str]]:
+    """{mount point: (filesystem type, root within it, per-mount options)} of what the runtime
+    mounted below /sys in a running container (not the view's own FUSE mounts)."""
+    out = podman("exec", name, "cat", "/proc/self/mountinfo").stdout
+    return {m.point: (m.fstype, m.root, m.options) for m in parse(out)
+            if m.point.startswith("/sys/") and m.fstype != FSTYPE}
+
+
 def test_running_container_survives_a_daemon_restart(tmp_path: Path,
                                                       hosttools_image: str) -> None:
     """Kill the daemon (as a crash or an upgrade would), start a new one: the container that
@@ -284,6 +293,10 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
             podman("run", "-d", "--name", name, *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
                    IMAGE, "sleep", "600")
             assert read("/sys/bus/pci/devices/0000:1b:00.0/device").stdout == "0x2330\n"
+            over_sys = runtime_mounts_over_sys(name)
+            assert "/sys/fs/cgroup" in over_sys  # what podman mounts over the view's /sys
+            cgroups = podman("exec", name, "ls", "/sys/fs/cgroup").stdout
+            assert cgroups
             first.process.kill()
             first.process.wait()
             # A path the container has not read: what it had read may still be answered from
@@ -299,6 +312,11 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
                 assert "235 nvidia-caps-imex-channels" in read("/proc/devices").stdout
                 assert read("/sys/class/infiniband/mlx5_0/fw_ver").stdout == "28.39.2048\n"
                 assert "re-attached" in nxt.log_text()
+                # the runtime's own mounts over /sys (its masks, the cgroup filesystem) too,
+                # read-only where they were: the container's own cgroup, the masks empty
+                assert runtime_mounts_over_sys(name) == over_sys
+                assert podman("exec", name, "ls", "-A", "/sys/firmware").stdout == ""
+                assert podman("exec", name, "ls", "/sys/fs/cgroup").stdout == cgroups
         finally:
             podman("rm", "-f", "-t", "0", name, check=False)
             # killed daemons retract nothing: never leave a spec behind for later runs
