@@ -1,8 +1,9 @@
 """What the handlers serve, whatever the cache mode: the current Tree, and beneath the
 directories that merge the host's sysfs (``Dir.merge``), the host's entries.
 
-A merged directory lists the tree's children, then the host's names the tree does not have
-(minus its hidden patterns), in name order; a name the tree lacks is looked up on the host.
+A merged directory lists the tree's children and the host's names the tree does not have
+(minus its hidden patterns), in inode order (``Serving.listing``); a name the tree lacks is
+looked up on the host.
 Host I/O is blocking: it runs in worker threads, limited so that a host file that blocks cannot
 take every thread the daemon has.
 """
