@@ -32,6 +32,7 @@ PortKey = tuple[str, int]
 LOST_VBIOS = "??.??.??.??.??"  # what the driver prints when it cannot read it
 DOWN_RATE, DOWN_WIDTH = 10, 4  # mlx5 reports a down port as 4X SDR
 ROCE_DOWN_RATE = 40  # and a down RoCE port as 4X QDR
+DOWN_KINDS = ("ib-port-down", "ib-port-flap")  # faults that take a port's link down
 
 
 def port_windows(state: State, key: PortKey) -> Windows:
@@ -47,7 +48,7 @@ def port_windows(state: State, key: PortKey) -> Windows:
         if key not in spec.ports and not removed:
             continue
         spans = [(a - t0, b - t0) for a, b in windows(spec)]
-        if spec.kind in ("ib-port-down", "ib-port-flap") or removed:
+        if spec.kind in DOWN_KINDS or removed:
             pauses += spans
         elif spec.kind == "ib-errors":
             bursts += [(name, rate, a, b) for a, b in spans for name, rate in spec.rates]
@@ -70,14 +71,13 @@ def _port(port: IbPort, key: PortKey, state: State, active: list[FaultSpec]) -> 
     for spec in active:
         if key not in spec.ports:
             continue
-        if spec.kind in ("ib-port-down", "ib-port-flap") and port.link_layer == "Ethernet":
+        if spec.kind in DOWN_KINDS:
             # mlx5_query_port_roce: a RoCE port without carrier is Disabled, cable or not,
             # and with no operational protocol keeps the default it starts from, 4X QDR.
-            port = replace(port, state="DOWN", phys_state="Disabled", rate_gbps=ROCE_DOWN_RATE,
-                           width=DOWN_WIDTH)
-        elif spec.kind in ("ib-port-down", "ib-port-flap"):
-            port = replace(port, state="DOWN", phys_state="Polling" if spec.cable else "Disabled",
-                           rate_gbps=DOWN_RATE, width=DOWN_WIDTH)
+            roce = port.link_layer == "Ethernet"
+            port = replace(port, state="DOWN",
+                           phys_state="Polling" if spec.cable and not roce else "Disabled",
+                           rate_gbps=ROCE_DOWN_RATE if roce else DOWN_RATE, width=DOWN_WIDTH)
         elif spec.kind == "ib-degraded" and port.state != "DOWN":
             width = spec.width or port.width
             rate = spec.rate_gbps or port.rate_gbps * width // port.width
