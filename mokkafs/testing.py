@@ -21,8 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 READY = "mokkafs: serving"  # the daemon's readiness line, printed once the mount serves
 
 
@@ -59,7 +57,10 @@ class Daemon:
 
 
 def samples(text: str) -> dict[str, float]:
-    """A Prometheus exposition as {series: value}, parsed by prometheus_client."""
+    """A Prometheus exposition as {series: value}, parsed by prometheus_client (a test
+    dependency, not the daemon's)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

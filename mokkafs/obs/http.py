@@ -16,10 +16,9 @@ import logging
 
 import h11
 import trio
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from mokkafs.errors import MetricsError
-from mokkafs.obs.metrics import Metrics
+from mokkafs.obs.metrics import CONTENT_TYPE, Metrics
 from mokkafs.obs.status import Status
 
 log = logging.getLogger(__name__)
@@ -41,8 +40,8 @@ async def _answer(target: bytes, metrics: Metrics, status: Status) -> tuple[int,
     """(status code, body, content type) for a GET of ``target``."""
     path = target.split(b"?", 1)[0]
     if path == b"/metrics":
-        body = await trio.to_thread.run_sync(generate_latest, metrics.registry)
-        return 200, body, CONTENT_TYPE_LATEST.encode()
+        body = await trio.to_thread.run_sync(metrics.exposition)
+        return 200, body, CONTENT_TYPE.encode()
     if path == b"/healthz":
         return 200, b"ok\n", b"text/plain"
     if path == b"/readyz":

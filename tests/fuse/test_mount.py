@@ -216,6 +216,23 @@ def test_proc_devices_is_served(mount_h100: Mount) -> None:
     assert "\n231 infiniband_verbs\n" in text
 
 
+def test_the_daemon_maps_no_tls_library(tmp_path: Path) -> None:
+    """trio imports ssl, and prometheus_client's exposition uses it at import: libssl in a
+    daemon that speaks no TLS. Serving and scraping leave it unloaded
+    (mokkafs.host.deferred, mokkafs.obs.metrics). libcrypto stays: pydantic imports
+    ``secrets``, which loads hashlib's OpenSSL."""
+    from mokkafs.testing import free_port
+
+    port = free_port()
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--metrics",
+                                          f"127.0.0.1:{port}"]) as mount:
+        assert (mount.sys / "class/infiniband/mlx5_0/ports/1/counters/port_xmit_data").read_text()
+        assert mount.metrics()["mokkafs_serving"] == 1
+        maps = Path(f"/proc/{mount.process.pid}/maps").read_text()
+    assert "/_ssl." not in maps and "libssl" not in maps, [
+        line for line in maps.splitlines() if "ssl" in line]
+
+
 def test_handler_exception_is_eio_and_the_mount_keeps_serving(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "tests.helpers.serve_broken", "--profile", "h100",
            "--node-name", "node-a", str(tmp_path / "mnt")]

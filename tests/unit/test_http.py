@@ -131,8 +131,6 @@ def test_an_address_in_use_is_a_metrics_error() -> None:
 def test_request_durations_fall_in_prometheus_buckets() -> None:
     """A duration on a bound counts in that bucket (``le``), buckets are cumulative, and the
     count of requests is what the buckets hold."""
-    from prometheus_client import generate_latest
-
     from mokkafs.obs.metrics import FUSE_BUCKETS
     from mokkafs.testing import samples
 
@@ -140,7 +138,7 @@ def test_request_durations_fall_in_prometheus_buckets() -> None:
     for seconds in (FUSE_BUCKETS[0], FUSE_BUCKETS[0] * 1.01, FUSE_BUCKETS[-1] * 2, 0.0):
         metrics.observe_request("lookup", seconds)
     metrics.observe_request("getattr", FUSE_BUCKETS[3])
-    got = samples(generate_latest(metrics.registry).decode())
+    got = samples(metrics.exposition().decode())
     bucket = 'mokkafs_fuse_request_duration_seconds_bucket{le="%s",op="%s"}'
     assert got['mokkafs_fuse_requests_total{op="lookup"}'] == 4
     assert got[bucket % (FUSE_BUCKETS[0], "lookup")] == 2  # 0 and the bound itself

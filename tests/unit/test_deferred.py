@@ -1,0 +1,47 @@
+"""The stand-in for a module the daemon's dependencies import but it never uses: ``import``
+returns it without loading anything, and the first name read from it loads the real module,
+which the stand-in then carries (mokkafs.host.deferred). Each case runs in a fresh interpreter,
+since pytest's own may have ``ssl`` loaded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tests.helpers.mounts import REPO
+
+
+def run(code: str) -> str:
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_import_loads_nothing_until_a_name_is_read() -> None:
+    out = run("""
+        import sys
+        from mokkafs.host.deferred import defer, loaded
+        defer("ssl")
+        import ssl
+        import trio
+        before = (loaded("ssl"), "_ssl" in sys.modules)
+        context = ssl.SSLContext  # the first name read loads it
+        print(before, loaded("ssl"), sys.modules["ssl"] is not ssl, context.__module__,
+              ssl.MemoryBIO is sys.modules["ssl"].MemoryBIO)
+        from ssl import SSLError
+        print(SSLError.__module__)
+    """)
+    assert out.splitlines() == ["(False, False) True True ssl True", "ssl"]
+
+
+def test_a_module_already_loaded_or_missing_is_left_alone() -> None:
+    out = run("""
+        import sys, ssl
+        from mokkafs.host.deferred import defer, loaded
+        defer("ssl")
+        defer("no_such_module_here")
+        print(sys.modules["ssl"] is ssl, loaded("ssl"), "no_such_module_here" in sys.modules)
+    """)
+    assert out == "True True False"
