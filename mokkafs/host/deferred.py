@@ -19,7 +19,7 @@ import sys
 import threading
 import types
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # loading one deferred module may load another
 
 
 class _StandIn(types.ModuleType):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from tests.helpers.mounts import REPO
 
@@ -45,3 +46,18 @@ def test_a_module_already_loaded_or_missing_is_left_alone() -> None:
         print(sys.modules["ssl"] is ssl, loaded("ssl"), "no_such_module_here" in sys.modules)
     """)
     assert out == "True True False"
+
+
+def test_loading_one_deferred_module_may_load_another(tmp_path: Path) -> None:
+    (tmp_path / "outer.py").write_text("import inner\nVALUE = inner.VALUE + 1\n")
+    (tmp_path / "inner.py").write_text("VALUE = 41\n")
+    out = run(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from mokkafs.host.deferred import defer, loaded
+        defer("inner")
+        defer("outer")
+        import outer
+        print(outer.VALUE, loaded("inner"), loaded("outer"))
+    """)
+    assert out == "42 True True"
