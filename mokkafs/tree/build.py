@@ -14,7 +14,6 @@ import bisect
 import functools
 import hashlib
 import stat
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NewType
@@ -53,11 +52,14 @@ class Entry:
 
     inode: Inode
     parent: Inode
-    name: str
     node: Node
     names: tuple[str, ...] = ()
     inodes: tuple[Inode, ...] = ()
     mtime_ns: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.node.name
 
     @property
     def children(self) -> tuple[tuple[str, Inode], ...]:
@@ -178,7 +180,7 @@ def patch(previous: Tree, changes: Sequence[tuple[Sequence[Node], Sequence[Node]
         if len(old_nodes) != len(new_nodes):
             return None
         for a, b in zip(old_nodes, new_nodes, strict=True):
-            if a.path != b.path or type(a) is not type(b):
+            if a.name != b.name or a.directory != b.directory or type(a) is not type(b):
                 return None
             if a is b or a == b:  # (a surface may reuse the very node)
                 continue
@@ -189,8 +191,7 @@ def patch(previous: Tree, changes: Sequence[tuple[Sequence[Node], Sequence[Node]
             if isinstance(a, Dir) and isinstance(b, Dir) and a.merge != b.merge:  # (implied kids)
                 return None
             kinds_kept &= not isinstance(a, File) or a.dynamic == b.dynamic  # type: ignore[union-attr]
-            entries[ino] = Entry(ino, entry.parent, entry.name, b, entry.names, entry.inodes,
-                                 mtime_ns)
+            entries[ino] = Entry(ino, entry.parent, b, entry.names, entry.inodes, mtime_ns)
     tree = Tree(generation, entries, parts)
     if kinds_kept and "dynamic_parents" in previous.__dict__:  # the same directories hold them
         tree.__dict__["dynamic_parents"] = previous.__dict__["dynamic_parents"]
@@ -203,63 +204,78 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
     created with mode 0755; below a merged directory they merge the host's of their name
     unless it hides that name. Entries equal to ``previous``'s keep their mtime; new or changed
     ones get ``mtime_ns``. Raises ``TreeError`` on a duplicate path."""
-    by_path: dict[str, Node] = {"": Dir("")}
-    implied: set[str] = set()  # directories created because a deeper node named them
+    # Nodes by their directory's path and their name, strings the nodes share: a whole path
+    # is made only to hash it. (At 256 HCAs a dict of 55,527 whole paths, alive to the end of
+    # the build, raised the daemon's resident memory for good by what it took at its peak.)
+    root = Dir("")
+    below: dict[str, dict[str, Node]] = {}
+    implied: set[str] = set()  # directories made because a deeper node named them
     for node in nodes:
-        path = node.path
-        if path in by_path and path not in implied:
-            raise TreeError(f"two surfaces describe {path!r}")
-        implied.discard(path)
-        by_path[path] = node
-        parent = path.rpartition("/")[0]
-        while parent and parent not in by_path:
-            by_path[parent] = Dir(parent)
-            implied.add(parent)
-            parent = parent.rpartition("/")[0]
+        directory, name = node.directory, node.name
+        if not name:
+            raise TreeError("two surfaces describe ''")
+        siblings = below.get(directory)
+        if siblings is None:
+            siblings = below[directory] = {}
+            _imply(directory, below, implied)
+        if name in siblings:
+            path = node.path
+            if path not in implied:
+                raise TreeError(f"two surfaces describe {path!r}")
+            implied.discard(path)
+        siblings[name] = node
     for path in sorted(implied):  # parents first
         above, _, name = path.rpartition("/")
-        outer = by_path[above]
+        outer = _at(above, below, root)
         if isinstance(outer, Dir) and outer.merge is not None and not outer.hides(name):
             # sys/devices/virtual/dmi keeps the host's other virtual devices beside it
-            by_path[path] = Dir(path, merge=f"{outer.merge}/{name}".lstrip("/"))
-    # Nothing kept per path but what the tree holds: at 256 HCAs a parent path string per
-    # node, held to the end, would outlive the build as 12 MiB of fragmented heap.
-    inodes: dict[str, Inode] = {}
-    nodes_at: dict[Inode, Node] = {}
-    for path, node in by_path.items():
-        ino = inodes[path] = inode_of(path, _kind(node))
-        nodes_at[ino] = node
-    if len(nodes_at) != len(inodes):
-        raise TreeError("inode collision between two paths")
-    kids: dict[Inode, tuple[list[str], list[Inode]]] = {}  # (names, inodes) below each
-    for path, ino in inodes.items():
-        if path:
-            parent, _, name = path.rpartition("/")
-            if not isinstance(by_path[parent], Dir):
-                raise TreeError(f"{path!r} is below {parent!r}, which is not a directory")
-            names, inos = kids.setdefault(inodes[parent], ([], []))
-            names.append(sys.intern(name))  # 2,060 distinct of 55,527 at 256 HCAs
-            inos.append(ino)
-    del inodes
+            below[above][name] = Dir(path, merge=f"{outer.merge}/{name}".lstrip("/"))
+    kids: dict[Inode, tuple[tuple[str, ...], tuple[Inode, ...]]] = {}  # below each directory
+    for directory, siblings in below.items():
+        if not isinstance(_at(directory, below, root), Dir):
+            child = f"{directory}/{next(iter(siblings))}"
+            raise TreeError(f"{child!r} is below {directory!r}, which is not a directory")
+        names = tuple(sorted(siblings))
+        kids[inode_of(directory, "d")] = (names, tuple(
+            inode_of(f"{directory}/{name}" if directory else name, _kind(siblings[name]))
+            for name in names))
     before = previous.entries if previous else {}
     entries: dict[Inode, Entry] = {}
 
-    def add(ino: Inode, parent: Inode, name: str) -> None:
-        node = nodes_at[ino]
-        names: tuple[str, ...] = ()
-        inos: tuple[Inode, ...] = ()
-        if ino in kids:
-            unsorted, at = kids[ino]
-            order = sorted(range(len(unsorted)), key=unsorted.__getitem__)
-            names = tuple(unsorted[i] for i in order)
-            inos = tuple(at[i] for i in order)
+    def add(ino: Inode, parent: Inode, node: Node) -> None:
+        if ino in entries:
+            raise TreeError("inode collision between two paths")
+        names, inos = kids.get(ino, ((), ()))
         old = before.get(ino)
         mtime = old.mtime_ns if old is not None and old.node == node \
             and old.names == names and old.inodes == inos else mtime_ns
-        entries[ino] = Entry(ino, parent, name, node, names, inos, mtime)
+        entries[ino] = Entry(ino, parent, node, names, inos, mtime)
 
-    add(ROOT_INODE, ROOT_INODE, "")
-    for directory, (names, inos) in kids.items():
+    add(ROOT_INODE, ROOT_INODE, root)
+    for directory, siblings in below.items():
+        parent = inode_of(directory, "d")
+        names, inos = kids[parent]
         for name, ino in zip(names, inos, strict=True):
-            add(ino, directory, name)
+            add(ino, parent, siblings[name])
     return Tree(generation, entries, parts or {})
+
+
+def _at(path: str, below: dict[str, dict[str, Node]], root: Dir) -> Node:
+    if not path:
+        return root
+    directory, _, name = path.rpartition("/")
+    return below[directory][name]
+
+
+def _imply(directory: str, below: dict[str, dict[str, Node]], implied: set[str]) -> None:
+    """Make ``directory`` and those above it that nothing described (yet)."""
+    while directory:
+        above, _, name = directory.rpartition("/")
+        siblings = below.get(above)
+        if siblings is None:
+            siblings = below[above] = {}
+        elif name in siblings:
+            return
+        siblings[name] = Dir(directory)
+        implied.add(directory)
+        directory = above
