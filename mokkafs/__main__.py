@@ -1,5 +1,5 @@
 import sys
 
-from mokkafs.cli import main
+from mokkafs.entry import main
 
 sys.exit(main())

@@ -256,9 +256,6 @@ def parse_mount(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def _cmd_mount(args: argparse.Namespace) -> int:
-    from mokkafs.host.deferred import defer
-
-    defer("ssl")  # before trio imports it (mokkafs.host.deferred)
     import trio
 
     from mokkafs.serve.daemon import serve

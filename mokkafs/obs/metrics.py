@@ -8,7 +8,7 @@ and buckets always agree and its sum lags by at most the observation in flight.
 
 Not prometheus_client: its labelled Counter and Histogram take a lock and walk the buckets on
 every request, a cost that was a tenth of a request's daemon CPU, and importing it imports
-``ssl`` (``mokkafs.host.deferred``): 6 MiB of a daemon's memory for a page of text.
+``ssl`` (``mokkafs.host.imports``): libssl in a daemon's memory for a page of text.
 prometheus_client's parser reads what this writes in the tests.
 """
 
