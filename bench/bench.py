@@ -605,7 +605,7 @@ def fleet(n: int, idle_s: int, tmp: Path) -> dict[str, Any]:
         def ticks() -> int:
             return sum(proc_ticks(p.pid) for p in procs)
 
-        # PSS splits shared pages (libpython, libssl, ...) among the daemons
+        # PSS splits shared pages (libpython, pydantic-core, ...) among the daemons
         rss, shared, t0 = total("VmRSS"), total("Pss", "smaps_rollup"), ticks()
         time.sleep(idle_s)
         return {"daemons": n, "rss_mib_total": rss / 1024, "rss_mib_per_node": rss / 1024 / n,
