@@ -74,8 +74,12 @@ def _cdi_args(p: argparse.ArgumentParser, required: bool = False) -> None:
                         "on a machine)")
 
 
+DESCRIPTION = ("A simulated GPU node's sysfs and /proc/devices, served over FUSE and computed "
+               "live from a hardware profile.")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mokkafs", description=__doc__)
+    parser = argparse.ArgumentParser(prog="mokkafs", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"mokkafs {__version__}")
     parser.add_argument("--debug", action="store_true", help="log at debug level")
     sub = parser.add_subparsers(dest="command", required=True)
