@@ -74,6 +74,14 @@ def profile_in(tmp_path: Path, text: str = A100) -> Path:
     return path
 
 
+def loaded_source(tmp_path: Path) -> tuple[Path, FileSource]:
+    """A source of a profile in ``tmp_path``, its first State read."""
+    path = profile_in(tmp_path)
+    source = FileSource(path, compile_profile)
+    source.initial()
+    return path, source
+
+
 def test_each_way_a_file_changes_is_one_update(tmp_path: Path) -> None:
     path = profile_in(tmp_path)
     source = FileSource(path, compile_profile)
@@ -202,9 +210,7 @@ def test_the_same_bytes_saved_again_during_a_compile_are_delivered(tmp_path: Pat
 def test_two_steps_that_read_the_same_new_bytes_deliver_them_once(tmp_path: Path) -> None:
     """A save's events can start a second step while the first is still sending what it
     read: the second, having read the same bytes, must not load them again."""
-    path = profile_in(tmp_path)
-    source = FileSource(path, compile_profile)
-    source.initial()
+    path, source = loaded_source(tmp_path)
     read = Update(compile_profile(T4, str(path)), None, 0.0), file_source._digest(T4)
     both = threading.Barrier(2)  # both steps have read before either is back on the loop
 
@@ -227,9 +233,7 @@ def test_two_steps_that_read_the_same_new_bytes_deliver_them_once(tmp_path: Path
 
 
 def test_errors_are_updates_and_a_failed_read_forgets_the_bytes(tmp_path: Path) -> None:
-    path = profile_in(tmp_path)
-    source = FileSource(path, compile_profile)
-    source.initial()
+    path, source = loaded_source(tmp_path)
 
     async def main() -> None:
         async with running(source) as updates:
@@ -300,9 +304,7 @@ def test_no_inotify_instance_is_a_source_that_cannot_watch(
         return real(nonblocking=nonblocking)
 
     monkeypatch.setattr(inotify, "INotify", instance)
-    path = profile_in(tmp_path)
-    source = FileSource(path, compile_profile)
-    source.initial()
+    path, source = loaded_source(tmp_path)
 
     async def main() -> None:
         async with running(source) as updates:
@@ -319,9 +321,7 @@ def test_no_inotify_instance_is_a_source_that_cannot_watch(
 
 
 def test_the_directory_comes_back(tmp_path: Path) -> None:
-    path = profile_in(tmp_path)
-    source = FileSource(path, compile_profile)
-    source.initial()
+    path, source = loaded_source(tmp_path)
 
     async def main() -> None:
         async with running(source) as updates:
