@@ -24,18 +24,20 @@ Clock = float  # seconds on time.monotonic()'s clock
 Render = Callable[[Clock], bytes]
 
 
+@dataclass(frozen=True, slots=True)
 class Placed:
-    """Where a node is: ``path``, kept as ``directory`` and ``name``."""
+    """Where a node is: the ``path`` it is made with, kept as ``directory`` and ``name``."""
 
-    __slots__ = ()
-    directory: str
-    name: str
+    directory: str = field(init=False)
+    name: str = field(init=False)
 
     if TYPE_CHECKING:  # (set below the node classes, which take ``path`` to be made)
         @property
         def path(self) -> str: ...
 
-    def _place(self, path: str) -> None:
+    # Each kind of node declares ``path`` (an InitVar, its first argument), which mypy does not
+    # see here.
+    def __post_init__(self, path: str) -> None:  # type: ignore[override]
         directory, _, name = path.rpartition("/")
         object.__setattr__(self, "directory", sys.intern(directory))  # (frozen)
         object.__setattr__(self, "name", sys.intern(name))
@@ -55,11 +57,6 @@ class Dir(Placed):
     merge: str | None = None
     hide: tuple[str, ...] = ()
     unit: bool = False
-    directory: str = field(init=False)
-    name: str = field(init=False)
-
-    def __post_init__(self, path: str) -> None:
-        self._place(path)
 
     def hides(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.hide)
@@ -74,11 +71,6 @@ class File(Placed):
     # Dynamic content changes only at multiples of this many seconds on the clock (0: at any
     # instant), so a cache may keep what it read until the next multiple.
     quantum: float = 0.0
-    directory: str = field(init=False)
-    name: str = field(init=False)
-
-    def __post_init__(self, path: str) -> None:
-        self._place(path)
 
     @property
     def dynamic(self) -> bool:
@@ -100,11 +92,6 @@ class File(Placed):
 class Symlink(Placed):
     path: InitVar[str]
     target: str
-    directory: str = field(init=False)
-    name: str = field(init=False)
-
-    def __post_init__(self, path: str) -> None:
-        self._place(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,11 +103,6 @@ class CharDevice(Placed):
     major: int
     minor: int
     mode: int = 0o666
-    directory: str = field(init=False)
-    name: str = field(init=False)
-
-    def __post_init__(self, path: str) -> None:
-        self._place(path)
 
 
 Node = Dir | File | Symlink | CharDevice
