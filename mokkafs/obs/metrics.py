@@ -143,25 +143,27 @@ def status_families(s: Status) -> Iterator[Family]:
     yield moved
 
 
+REQUEST_SECONDS = ("mokkafs_fuse_request_duration_seconds",
+                   "Time to answer a FUSE request, by operation")
+
+
 class Requests:
-    """FUSE requests by operation: seconds in all, and a count per duration bucket (the
-    count of requests is their sum), recorded on the FUSE loop's thread."""
+    """FUSE requests by operation, a histogram of durations each (the count of requests is
+    their sum), recorded on the FUSE loop's thread."""
 
     def __init__(self) -> None:
-        self.ops: dict[str, list[float]] = {}  # op -> [seconds, per bucket..., above the last]
+        self.ops: dict[str, Histogram] = {}
 
     def observe(self, op: str, seconds: float) -> None:
-        row = self.ops.get(op)
-        if row is None:
-            row = self.ops[op] = [0.0] * (len(FUSE_BUCKETS) + 2)
-        row[1 + bisect_left(FUSE_BUCKETS, seconds)] += 1  # le: the first bound >= seconds
-        row[0] += seconds
+        histogram = self.ops.get(op)
+        if histogram is None:
+            histogram = self.ops[op] = Histogram(*REQUEST_SECONDS, FUSE_BUCKETS)
+        histogram.observe(seconds)
 
     def collect(self) -> Iterator[Family]:
         count = counter("mokkafs_fuse_requests", "FUSE requests by operation")
-        hist = Family("mokkafs_fuse_request_duration_seconds", "histogram",
-                      "Time to answer a FUSE request, by operation")
-        for op, row in sorted((op, row[:]) for op, row in list(self.ops.items())):
+        hist = Family(REQUEST_SECONDS[0], "histogram", REQUEST_SECONDS[1])
+        for op, row in sorted((op, h.row[:]) for op, h in list(self.ops.items())):
             count.add(sum(row[1:]), (("op", op),))
             hist.add_histogram(row, FUSE_BUCKETS, (("op", op),))
         yield count
