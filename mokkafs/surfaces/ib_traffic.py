@@ -146,6 +146,31 @@ def counters_at(traffic: Traffic, t: float) -> dict[str, int]:
     return values
 
 
+def moving(traffic: Traffic) -> frozenset[str]:
+    """The counters whose value can change with time under ``traffic``: those a rate, a burst
+    or a pause moves, and the packet sums. Every other counter stays at its ``base`` value
+    (``constant``), so it can be served as a fixed file that nothing recomputes or refreshes.
+    May name a counter that never changes (a rate too small to reach 1); never misses one."""
+    names = set()
+    for direction, rate in (("xmit", traffic.xmit_bytes_per_sec),
+                            ("rcv", traffic.rcv_bytes_per_sec)):
+        if rate > 0:
+            names |= {f"port_{direction}_data", f"port_{direction}_packets",
+                      f"unicast_{direction}_packets", f"multicast_{direction}_packets"}
+    if traffic.xmit_wait_per_sec > 0:
+        names.add("port_xmit_wait")
+    names |= {name for name, rate in traffic.errors_per_sec if rate > 0}
+    names |= {burst[0] for burst in traffic.windows.bursts}
+    if traffic.windows.pauses:
+        names.add("link_downed")
+    return frozenset(names)
+
+
+def constant(traffic: Traffic, name: str) -> int:
+    """The value of a counter ``moving`` does not name, at any time."""
+    return counter(traffic, name, traffic.origin)
+
+
 # The names _since_origin computes from rates before it looks at errors_per_sec.
 _TRAFFIC_COUNTERS = frozenset(
     f"{kind}_{direction}_{what}" for direction in ("xmit", "rcv")

@@ -75,8 +75,12 @@ class CounterText:
         return f"{value}\n".encode()
 
 
-def _counter_file(path: str, port: IbPort, name: str, started_at: float,
-                  quantum: float) -> File:
+def _counter_file(path: str, port: IbPort, name: str, moving: frozenset[str],
+                  started_at: float, quantum: float) -> File:
+    """A counter the traffic moves is computed when read; any other is a fixed file (most
+    error counters: nothing recomputes them, and the kernel keeps them like any attribute)."""
+    if name not in moving:
+        return text(path, ib_traffic.constant(port.traffic, name))
     return File(path, CounterText(port.traffic, name, started_at, quantum), quantum=quantum)
 
 
@@ -116,17 +120,15 @@ def _port(base: str, gid_table_len: int, pkey_table_len: int, port: IbPort,
         yield File(f"{p}/gid_attrs/ndevs/{i}", b"", 0o444, error=EINVAL)
     for i in range(pkey_table_len):
         yield text(f"{p}/pkeys/{i}", "0xffff" if i == 0 else "0x0000")
+    moving = ib_traffic.moving(port.traffic)
     for name in ib_traffic.COUNTERS:
-        yield _counter_file(f"{p}/counters/{name}", port, name, started_at, quantum)
+        yield _counter_file(f"{p}/counters/{name}", port, name, moving, started_at, quantum)
     for ext, name in ib_traffic.COUNTERS_EXT.items():
-        yield _counter_file(f"{p}/counters_ext/{ext}", port, name, started_at, quantum)
+        yield _counter_file(f"{p}/counters_ext/{ext}", port, name, moving, started_at,
+                            quantum)
     yield Dir(f"{p}/hw_counters")
-    moving = {burst[0] for burst in port.traffic.windows.bursts} | {
-        name for name, _ in port.traffic.base}
     for name in IB_HW_COUNTERS:  # 0 unless a fault drives it
-        path = f"{p}/hw_counters/{name}"
-        yield (_counter_file(path, port, name, started_at, quantum) if name in moving
-               else text(path, 0))
+        yield _counter_file(f"{p}/hw_counters/{name}", port, name, moving, started_at, quantum)
     yield text(f"{p}/hw_counters/lifespan", 10, 0o644)
 
 

@@ -271,3 +271,30 @@ def test_a_port_computed_at_once_is_every_counter_computed_alone(traffic: Traffi
     together = ib_traffic.counters_at(traffic, t)
     for name in {*_NAMES, *together}:
         assert together.get(name, 0) == ib_traffic.counter(traffic, name, t), name
+
+
+@settings(max_examples=300, deadline=None)
+@given(_traffics(), _times, _times)
+def test_a_counter_no_rate_burst_or_pause_moves_never_changes(traffic: Traffic, t1: float,
+                                                              t2: float) -> None:
+    # Such counters are fixed files (no round recomputes them): they must really be fixed.
+    still = set(_NAMES) - ib_traffic.moving(traffic)
+    for name in still:
+        assert ib_traffic.counter(traffic, name, t1) == ib_traffic.constant(traffic, name)
+        assert ib_traffic.counter(traffic, name, t2) == ib_traffic.constant(traffic, name)
+
+
+def test_only_counters_that_move_are_computed_when_read() -> None:
+    tree = tree_of(state_of("h100"))
+    counters = f"{BASE}/ports/1/counters"
+
+    def dynamic(path: str) -> bool:
+        entry = tree.resolve(path)
+        assert entry is not None and isinstance(entry.node, File), path
+        return entry.node.dynamic
+
+    assert dynamic(f"{counters}/port_xmit_data")
+    assert dynamic(f"{BASE}/ports/1/counters_ext/port_rcv_packets_64")
+    assert not dynamic(f"{counters}/symbol_error")
+    assert not dynamic(f"{BASE}/ports/1/hw_counters/out_of_sequence")
+    assert read(tree, f"{counters}/symbol_error", now=3600.0) == "0\n"
