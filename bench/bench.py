@@ -539,14 +539,21 @@ def cpu_account(pid: int) -> Iterator[Callable[[], float] | None]:
     yield None
 
 
+LEAD = 20.0  # seconds from the warm-up to the first scrape measured: more than a scrape interval
+
+
 def monitoring(hcas: int, seconds: int, tmp: Path, uptime: float = 0.0) -> dict[str, Any]:
     """A node under real monitoring for ``seconds``: a node_exporter scrape every 15 s, a
     GFD-like and an NFD-like walk every 60 s (both at the start), against mokkafs (default
     mode) and the tmpfs tree, alternating which goes first; the daemon's CPU over the whole
-    time, idle gaps included. One untimed scrape and walk first: the steady state, not the
-    daemon's cold start, is what an hour of monitoring costs. ``uptime``: counters that
-    start where that much traffic left them (a node up a while), not at 0, whose every
-    counter gains a digit every few seconds, each costing the kernel a GETATTR."""
+    time, idle gaps included. One untimed scrape and walk first, ``LEAD`` seconds before the
+    minute: the steady state, not the daemon's cold start, is what an hour of monitoring
+    costs, and the attributes that last a minute (``STEPPED_DIR_TIMEOUT``: one GETATTR per
+    directory of counters) expire in the minute measured, as in every minute or so of the
+    steady state. Not in it: the counter files' own attributes, which last ten minutes
+    (``PUSHED_TIMEOUT``: one GETATTR per file). ``uptime``: counters that start where that
+    much traffic left them (a node up a while), not at 0, whose every counter gains a digit
+    every few seconds, each costing the kernel a GETATTR."""
     profile = profile_with(hcas, tmp, uptime=uptime)
     shm = Path(tempfile.mkdtemp(prefix="mokkafs-bench-mon-", dir="/dev/shm"))
     render(profile, shm)
@@ -559,6 +566,7 @@ def monitoring(hcas: int, seconds: int, tmp: Path, uptime: float = 0.0) -> dict[
             scrape(url)
             gfd_walk(sysfs)
             nfd_walk(sysfs)
+        time.sleep(LEAD)
         requests0 = d.requests()
         ticks0, used0, start = d.cpu_ticks(), used() if used else 0.0, time.monotonic()
         for tick in range(0, seconds, 15):

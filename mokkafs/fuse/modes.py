@@ -185,7 +185,9 @@ class NoOpen(Serving):
                                   attr_timeout=0.0)
         if self.rounds is not None and self.rounds.keeps(tree, entry):
             # Listed, not looked up: no round ran for it, so the next walk must ask.
-            return attrs.of_entry(entry, 0.0, attr_timeout=timeout)
+            return attrs.of_entry(entry, 0.0, attr_timeout=self._dir_timeout(tree, entry))
+        if self.rounds is not None and self.rounds.guards(tree, entry):
+            return attrs.of_entry(entry, timeout, attr_timeout=self._dir_timeout(tree, entry))
         if isinstance(node, Dir) and node.merge is not None:
             # Its listing includes the host's, which changes without the tree: the mtime the
             # kernel checks its cached listing against follows a snapshot of the names.
@@ -213,7 +215,10 @@ class NoOpen(Serving):
             until = await self.rounds.refresh(tree, entry, self.view.clock())
             left = max(0.0, until - self.view.clock())
             return attrs.of_entry(entry, min(left, self.view.timeout),
-                                  attr_timeout=self.view.timeout)
+                                  attr_timeout=self._dir_timeout(tree, entry))
+        if self.rounds is not None and self.rounds.guards(tree, entry):
+            await self.rounds.catch_up(tree, entry, self.view.clock())
+            return self.entry_attributes(tree, entry)
         if host is not None and isinstance(node, Dir) and node.merge is not None:
             names = await self.view.on_host(host.listdir_merged, node.merge, OWN)
             mine = list(entry.names)
@@ -223,6 +228,13 @@ class NoOpen(Serving):
     def listed_host_attributes(self, node: HostNode,
                                st: os.stat_result) -> pyfuse3.EntryAttributes:
         return attrs.of_host(node.inode, st, node.timeout, self.snapshots.get(node.inode))
+
+    def _dir_timeout(self, tree: Tree, directory: Entry) -> float:
+        """The attribute timeout of a directory: short for one rounds keep the files of, so a
+        reader below its unit's trigger asks for it, and with it for fresh content."""
+        if self.rounds is not None and self.rounds.guards(tree, directory):
+            return min(self.rounds.dir_timeout, self.view.timeout)
+        return self.view.timeout
 
     async def host_attributes(self, node: HostNode,
                               st: os.stat_result) -> pyfuse3.EntryAttributes:

@@ -3,18 +3,25 @@ so a scrape of a port's counters costs one request per port, not a GETATTR and a
 
 A unit is a directory whose subdirectories hold stepped files (an IB port, with
 ``counters/``, ``counters_ext/`` and, under faults, ``hw_counters/``; a PCI function, with
-``power/``). Its files keep their attributes and pages for ``PUSHED_TIMEOUT``; what expires at
-their next step (the staleness quantum) is the entry of the unit's trigger (``Tree.triggers``):
-the unit itself where it is marked so (``Dir.unit``, an IB port: one request for all its
-directories), else each stepped directory (``power/``: so a walk of a PCI function that does
-not enter it asks nothing). The first path walk through a trigger after the step asks the
-daemon once (a LOOKUP); the round then computes that step's content of every stepped file of
-the unit the kernel holds, and puts it into the kernel's page cache (FUSE notify_store, from
-a worker thread) before the LOOKUP is answered. Content that grew only needs the kernel to
-learn the size (one GETATTR); content that shrank (never, for counters) is invalidated
-instead. A reader that opens files relative to a directory below the trigger (a cwd, an
-``openat`` descriptor) walks through no trigger: it sees new values when the attributes
-expire (``PUSHED_TIMEOUT``), or when another walk runs the unit's round.
+``power/``). What expires at their next step (the staleness quantum) is the entry of the
+unit's trigger (``Tree.triggers``): the unit itself where it is marked so (``Dir.unit``, an IB
+port: one request for all its directories), else each stepped directory (``power/``: so a walk
+of a PCI function that does not enter it asks nothing). The first path walk through a trigger
+after the step asks the daemon once (a LOOKUP); the round then computes that step's content
+of every stepped file of the unit the kernel holds, and puts it into the kernel's page cache
+(FUSE notify_store, from a worker thread) before the LOOKUP is answered. Content that grew
+only needs the kernel to learn the size (one GETATTR); content that shrank (never, for
+counters) is invalidated instead.
+
+A reader that opens files relative to a directory below the trigger (a shell whose working
+directory is ``counters/``, an ``openat`` descriptor) walks through no trigger. It is served
+by the kernel's permission check instead (the mount has ``default_permissions``): to search
+the directory that holds the file, the kernel needs that directory's attributes, and asks for
+them (a GETATTR) once they are older than ``STEPPED_DIR_TIMEOUT``; that GETATTR brings the
+unit up to the step (``catch_up``). Such a reader sees values at most that old, and a walker
+pays one GETATTR per stepped directory per ``STEPPED_DIR_TIMEOUT``, not one per file. The
+files' own attributes last ``PUSHED_TIMEOUT``: what bounds a reader that holds a file open
+and reads it again (each read checks them), at one GETATTR per file per that time.
 
 Directories read together (a scrape walks every port within a second) are refreshed together
 the next time: a round also takes the units that were last asked for after this one, as long
@@ -49,7 +56,8 @@ from mokkafs.tree.build import Entry, Inode, Tree
 
 log = logging.getLogger(__name__)
 
-PUSHED_TIMEOUT = 60.0  # attributes of a file its rounds keep fresh
+PUSHED_TIMEOUT = 600.0  # attributes of a file its rounds keep fresh
+STEPPED_DIR_TIMEOUT = 60.0  # attributes of a directory of such files
 COREAD = 1.0  # seconds apart that units' last rounds were, to be refreshed together
 HOT = 1.0  # seconds a unit read in consecutive steps is kept fresh ahead of its readers
 
@@ -68,11 +76,18 @@ class Rounds:
         self.pushing = False  # whether ``run`` keeps hot units fresh (else none is hot)
         self._hot: dict[Inode, float] = {}  # unit -> when its trigger's entry ends
         self._woken = trio.Event()
+        self.dir_timeout = STEPPED_DIR_TIMEOUT  # (a test may shorten it)
 
     @staticmethod
     def keeps(tree: Tree, directory: Entry) -> bool:
         """Whether a directory is a trigger: its lookup runs its unit's round."""
         return directory.inode in tree.triggers
+
+    @staticmethod
+    def guards(tree: Tree, directory: Entry) -> bool:
+        """Whether a directory holds files rounds keep fresh: its GETATTR (a walk from below
+        the trigger, once its attributes expired) catches its unit up (``catch_up``)."""
+        return directory.inode in tree.stepped
 
     @staticmethod
     def pushed(tree: Tree, file: Entry) -> bool:
@@ -108,6 +123,19 @@ class Rounds:
                       and 0 <= t - last < horizon and self._done.get(u, (None,))[0] != step]
         await self._round(tree, units, step, now)
         return until
+
+    async def catch_up(self, tree: Tree, directory: Entry, now: float) -> None:
+        """Bring the unit of stepped ``directory`` to ``now``'s step, if no round has yet: for a
+        reader that reached the directory without walking through its trigger. Not an asking:
+        it makes no unit hot and takes no companions along."""
+        unit = directory.parent
+        quantum = tree.unit_files[unit][0].node.quantum  # type: ignore[union-attr]
+        step = math.floor(now / quantum)
+        while (done := self._done.get(unit)) is not None and done[0] == step:
+            await done[1].wait()
+            if self._done.get(unit) is done:
+                return
+        await self._round(tree, [unit], step, now)
 
     def _wanted(self, unit: Inode, last: float | None, now: float, quantum: float) -> bool:
         """Whether a unit is read about every step: asked for less than two quanta ago, or

@@ -241,3 +241,46 @@ def test_a_port_refreshes_in_one_request_per_step(tmp_path: Path) -> None:
     assert asked.get("read", 0) == 0 and asked.get("getattr", 0) <= len(grew) < len(files), asked
     # the port's directory, once per poll; nothing more once the step's values were in
     assert asked.get("lookup", 0) == polled.get("lookup", 0) >= 1, (polled, asked)
+
+
+def test_a_reader_below_a_port_sees_new_counters_once_their_directory_expires(
+        tmp_path: Path) -> None:
+    """No-open mode: a reader that opens counters relative to ``counters/`` (a shell whose
+    working directory it is, an openat descriptor) walks through no port directory, so no
+    LOOKUP brings it a new step. The kernel's permission check for the search of ``counters/``
+    asks for its attributes once they expire, and that GETATTR brings the port up to the step:
+    the reader sees new values within the directory's timeout (shortened here to 0.5 s), not
+    the files' own (minutes), with no request per file."""
+    clock = tmp_path / "clock"
+    clock.write_text("1000.0")
+    mnt = tmp_path / "mnt"
+    port = free_port()
+    args = ["--profile", "h100", "--cache-mode", "no-open", "--counter-staleness-ms", "200",
+            "--host-sysfs", "none", "--metrics", f"127.0.0.1:{port}"]
+    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock),
+               "--stepped-dir-timeout", "0.5", *args, str(mnt)]
+    url = f"http://127.0.0.1:{port}/metrics"
+    traffic = state_of("h100").hcas[0].ports[0].traffic
+    with mokkafs_mount(mnt, args, command=command) as mount:
+        counters = os.open(mount.path / COUNTER.rsplit("/", 1)[0], os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            def value(name: str) -> int:
+                fd = os.open(name, os.O_RDONLY, dir_fd=counters)
+                try:
+                    return int(os.read(fd, 64))
+                finally:
+                    os.close(fd)
+
+            assert value("port_xmit_data") == value("port_rcv_data") == 0
+            clock.write_text("1000.5")  # step 1000.4
+            before = requests(url)
+            expect = ib_traffic.counter(traffic, "port_xmit_data", 0.4)
+            wait_for(lambda: value("port_xmit_data") == expect, 10,
+                     "counters/ to expire and bring the port's new step")
+            assert value("port_rcv_data") == ib_traffic.counter(traffic, "port_rcv_data", 0.4)
+            asked = delta(before, requests(url))
+        finally:
+            os.close(counters)
+    assert asked.get("lookup", 0) == 0 and asked.get("read", 0) == 0, asked
+    # counters/ itself, each time it expired while polled; the two files that grew, once each
+    assert 1 <= asked.get("getattr", 0) <= 2 + 10 / 0.5, asked

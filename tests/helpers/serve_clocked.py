@@ -1,8 +1,11 @@
-"""``python -m tests.helpers.serve_clocked CLOCK-FILE MOUNT-ARGS...``: ``mokkafs mount`` with the
-same arguments, on a clock the test drives: every reading of the daemon's clock is the number
-in CLOCK-FILE (seconds), so counters and fault transitions are exact functions of the time the
-test sets, and no test waits for real time to pass. (The daemon waits for a fault transition by
-looking at the file every few milliseconds: only here, where time is the test's.)"""
+"""``python -m tests.helpers.serve_clocked CLOCK-FILE [--stepped-dir-timeout S] MOUNT-ARGS...``:
+``mokkafs mount`` with the same arguments, on a clock the test drives: every reading of the
+daemon's clock is the number in CLOCK-FILE (seconds), so counters and fault transitions are
+exact functions of the time the test sets, and no test waits for real time to pass. (The daemon
+waits for a fault transition by looking at the file every few milliseconds: only here, where
+time is the test's.) The kernel's attribute timeouts run on real time: ``--stepped-dir-timeout``
+shortens the one of directories of counters (``mokkafs.fuse.rounds.STEPPED_DIR_TIMEOUT``) so a
+test can see it end."""
 
 from __future__ import annotations
 
@@ -13,12 +16,17 @@ from pathlib import Path
 import trio
 
 from mokkafs.cli import parse_mount, setup_logging, wire
+from mokkafs.fuse import rounds
 from mokkafs.serve.daemon import serve
 
 
 def main() -> None:
     setup_logging()
     clock_file = Path(sys.argv[1])
+    args = sys.argv[2:]
+    if args[:1] == ["--stepped-dir-timeout"]:
+        rounds.STEPPED_DIR_TIMEOUT = float(args[1])
+        args = args[2:]
 
     def clock() -> float:
         while True:  # a test rewriting the file may be caught half way: read it again
@@ -31,7 +39,7 @@ def main() -> None:
         while clock() < when:  # noqa: ASYNC110 (the file changes under us; no event to wait on)
             await trio.sleep(0.005)
 
-    config, wiring = wire(parse_mount(sys.argv[2:]), clock=clock)
+    config, wiring = wire(parse_mount(args), clock=clock)
     trio.run(serve, config, replace(wiring, sleep_until=sleep_until))
 
 

@@ -402,3 +402,31 @@ def test_a_lookup_that_waited_for_a_failed_round_runs_its_own() -> None:
     trio.run(main)
     assert sorted(outcomes) == ["answered", "failed"]
     assert kernel.stored == [(a.inode, b"1\n")]  # the second walk's own round stored it
+
+
+def test_catching_a_unit_up_refreshes_it_alone_and_is_not_an_asking() -> None:
+    # A reader below a trigger (a working directory of counters/) reaches the stepped
+    # directory, not the trigger: its unit is brought to the step, once a step, and nothing
+    # else follows from it (no companions, no hot unit).
+    t = tree()
+    kernel = Kernel()
+    snapshots, rounds = kept_by(kernel, t, *(f"{p}/counters/a" for p in PORTS))
+    counters = entry(t, "p1/counters")
+
+    async def main() -> None:
+        rounds.pushing = True  # as if ``run`` were there: an asking could make a unit hot
+        for port in PORTS:  # a scrape: the three ports are read together ...
+            await rounds.refresh(t, entry(t, f"{port}/counters"), 0.15)
+        kernel._batch.clear()
+        assert rounds.guards(t, counters) and rounds.guards(t, entry(t, "p1/counters_ext"))
+        await rounds.catch_up(t, counters, 0.25)  # ... yet catching p1 up is p1 alone
+        await rounds.catch_up(t, entry(t, "p1/counters_ext"), 0.26)  # (same unit, same step)
+        assert kernel._batch == [entry(t, "p1/counters/a").inode]
+        assert snapshots.get(kernel._batch[0]).content == b"2\n"  # type: ignore[union-attr]
+        assert not rounds._hot
+        kernel._batch.clear()
+        await rounds.refresh(t, counters, 0.27)  # an asking in the step catching up ran:
+        assert kernel._batch == []  # nothing left to do, and p1 was asked for 0.12 s ago ...
+        assert list(rounds._hot) == [entry(t, "p1").inode]  # ... so it is hot now
+
+    trio.run(main)
