@@ -426,6 +426,7 @@ def scrape(url: str) -> float:
 # step or more old and no port kept hot (mokkafs/fuse/rounds.py): rounds of the scrape figure
 # are this far apart, so each scrape of each configuration comes that long after its last.
 COLD_GAP = HOT + 0.25
+UPTIME = 86400.0  # seconds of traffic the counters of a node up a day start with
 HELD = "no-open, counters held"  # counters that step hourly: what the kernel path alone costs
 
 
@@ -433,10 +434,13 @@ def scrapes(hca_counts: list[int], n: int, tmp: Path) -> list[dict[str, Any]]:
     """node_exporter's infiniband collector over each configuration, all served at once: one
     untimed scrape each, then ``n`` rounds in random order, ``COLD_GAP`` apart, medians.
     ``HELD`` is a no-open daemon whose counters step hourly, so after the untimed scrape its
-    pages all stay in the kernel's cache: the floor a scrape through FUSE cannot go below."""
+    pages all stay in the kernel's cache: the floor a scrape through FUSE cannot go below.
+    The node has been up a day (``UPTIME``), as a node scraped for real has: counters that
+    start at 0 gain a digit every few seconds in a daemon's first minute, each costing the
+    kernel a GETATTR (the monitoring figure shows that minute too)."""
     rows = []
     for hcas in hca_counts:
-        profile = profile_with(hcas, tmp)
+        profile = profile_with(hcas, tmp, uptime=UPTIME)
         shm = Path(tempfile.mkdtemp(prefix="mokkafs-bench-ne-", dir="/dev/shm"))
         render(profile, shm)
         with contextlib.ExitStack() as stack:
@@ -595,6 +599,62 @@ def monitoring(hcas: int, seconds: int, tmp: Path, uptime: float = 0.0) -> dict[
             "scrape_ms_tmpfs": statistics.median(latency["tmpfs"]) * 1000,
             "walks_ms": statistics.median(walks["mokkafs"]) * 1000,
             "walks_ms_tmpfs": statistics.median(walks["tmpfs"]) * 1000}
+
+
+@contextmanager
+def floor_fs(mnt: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """bench/floor_fs.py mounted at ``mnt``: pyfuse3 and trio answering from prepared objects."""
+    mnt.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([PY, str(REPO / "bench/floor_fs.py"), str(mnt)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != b"serving":
+            raise RuntimeError("floor_fs did not start")
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+def request_floor(reader: Path, ms: int, rounds: int, tmp: Path) -> list[dict[str, Any]]:
+    """Uncached requests a second from one reader, and the daemon's CPU per request (its own
+    cgroup), for mokkafs in keep-cache mode (stat and readlink through uncached symlinks: one
+    READLINK each) beside bench/floor_fs.py, which answers the same requests with nothing
+    but pyfuse3 and trio: what no daemon on this stack can go below. Interleaved, medians."""
+    profile = profile_with(8, tmp)
+    with contextlib.ExitStack() as stack:
+        d = stack.enter_context(daemon(profile, tmp / "mnt-floor-mokkafs", "--cache-mode",
+                                       "keep-cache"))
+        floor = stack.enter_context(floor_fs(tmp / "mnt-floor"))
+        sets = path_sets(d.mnt)
+        cells = {("mokkafs keep-cache", "stat"): (d.proc.pid, "stat", sets["stat"]),
+                 ("mokkafs keep-cache", "readlink"): (d.proc.pid, "readlink", sets["readlink"]),
+                 ("pyfuse3 + trio alone", "readlink"): (floor.pid, "readlink",
+                                                        [str(tmp / "mnt-floor/l")]),
+                 ("pyfuse3 + trio alone", "getattr"): (floor.pid, "stat",
+                                                       [str(tmp / "mnt-floor/f")])}
+        clocks = {pid: stack.enter_context(cpu_account(pid)) for pid in (d.proc.pid, floor.pid)}
+        samples: dict[tuple[str, str], list[tuple[float, float]]] = {c: [] for c in cells}
+        for _ in range(rounds):
+            for cell in random.sample(list(cells), len(cells)):
+                pid, op, paths = cells[cell]
+                warm_up(reader, op, paths, tmp)
+                used = clocks[pid]
+                req0 = d.requests() if pid == d.proc.pid else 0.0
+                cpu0 = used() if used else 0.0
+                r = run_readers(reader, op, paths, 1, ms, tmp)
+                cpu = used() - cpu0 if used else float("nan")
+                # floor_fs answers each operation with one request, by construction
+                requests = d.requests() - req0 if pid == d.proc.pid else r["ops"]
+                samples[cell].append((r["ops_s"], cpu / max(requests, 1) * 1e6))
+    rows = []
+    for (config, request), runs in samples.items():
+        ops_s = statistics.median(run[0] for run in runs)
+        rows.append({"config": config, "op": request, "requests_s": ops_s,
+                     "cpu_us_request": statistics.median(run[1] for run in runs)})
+        log(f"{config}, {request}: {ops_s:,.0f} requests/s")
+    return rows
 
 
 def fault_onsets(count: int, tmp: Path) -> dict[str, Any]:
@@ -784,7 +844,7 @@ def plots(rows: list[dict[str, Any]]) -> list[Path]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="a small sweep, under 3 minutes")
+    parser.add_argument("--quick", action="store_true", help="a small sweep, about 5 minutes")
     args = parser.parse_args()
     quick = args.quick
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -796,6 +856,8 @@ def main() -> None:
         log("attribute reads, stat, readdir, readlink")
         cells_ms, rounds = (300, 1) if quick else (1000, 3)
         rows = reads(reader, hca_counts, reader_counts, cells_ms, rounds, tmp)
+        log("uncached requests, beside pyfuse3 and trio alone")
+        floor = request_floor(reader, 300 if quick else 1000, 1 if quick else 3, tmp)
         log("swaps")
         swap = swaps(20 if quick else 100, tmp)
         log("idle and memory")
@@ -803,7 +865,7 @@ def main() -> None:
         log("node_exporter scrapes")
         ne = scrapes([8, 64], 3 if quick else 10, tmp)
         log("a node under monitoring")
-        mon = [monitoring(8, 60, tmp, uptime) for uptime in (0.0, 86400.0)]
+        mon = [monitoring(8, 60, tmp, uptime) for uptime in (0.0, UPTIME)]
         for m in mon:
             log(f"monitoring, uptime {m['uptime_s']:g} s: {m['core_pct']:.3f} % of a core")
         log("fault onsets")
@@ -814,7 +876,7 @@ def main() -> None:
         log("the preload shim on paths outside its prefixes")
         shim = shim_cost(reader, 3 if quick else 7, 300 if quick else 1000, tmp)
     result = {"machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
-              "quick": quick, "reads": rows, "swap": swap, "idle": idle,
+              "quick": quick, "reads": rows, "floor": floor, "swap": swap, "idle": idle,
               "node_exporter": ne, "monitoring": mon, "faults": faults,
               "fleet": fleets, "shim": shim}
     (RESULTS / ("quick.json" if quick else "full.json")).write_text(json.dumps(result, indent=1))
@@ -829,6 +891,10 @@ def main() -> None:
         table(rows, ["hcas", "figure", "readers", "config", "ops_s", "x_tmpfs", "p50_us",
                      "p99_us", "cpu_us_op", "req_op", "errors"]),
         "(p50_us, p99_us: percentiles of every operation of every reader in the cell)\n",
+        "### Uncached requests from one reader, beside pyfuse3 and trio answering from "
+        "prepared objects (bench/floor_fs.py: the floor of this stack); cpu_us_request: the "
+        "daemon's CPU per request, every thread, from its cgroup\n",
+        table(floor, ["config", "op", "requests_s", "cpu_us_request"]),
         "### Swap: profile rename to a fresh reader seeing it (no-open), re-rendering "
         "instead, and invalidation cost\n",
         table([swap], list(swap)),
@@ -837,9 +903,9 @@ def main() -> None:
               [k for k in idle if k != "rss_kib"]),
         table([{"hcas": h, "rss_mib": v / 1024} for h, v in idle["rss_kib"].items()],
               ["hcas", "rss_mib"]),
-        "### node_exporter infiniband scrape, each a step or more after the last as "
-        "Prometheus scrapes (requests: FUSE requests per scrape; counters held: the kernel's "
-        "floor, every page cached)\n",
+        "### node_exporter infiniband scrape of a node up a day, each a step or more after "
+        "the last as Prometheus scrapes (requests: FUSE requests per scrape; counters held: "
+        "the kernel's floor, every page cached)\n",
         table(ne, ["hcas", "config", "mokkafs_s", "tmpfs_s", "x_tmpfs", "requests"]),
         "### A node under monitoring (node_exporter every 15 s, GFD- and NFD-like walks "
         "every 60 s; uptime_s: the traffic the counters start with; requests_per_scrape: "
