@@ -187,7 +187,8 @@ class NoOpen(Serving):
             # Listed, not looked up: no round ran for it, so the next walk must ask.
             return attrs.of_entry(entry, 0.0, attr_timeout=self._dir_timeout(tree, entry))
         if self.rounds is not None and self.rounds.guards(tree, entry):
-            return attrs.of_entry(entry, timeout, attr_timeout=self._dir_timeout(tree, entry))
+            return attrs.of_entry(entry, timeout,
+                                  attr_timeout=min(self.rounds.dir_timeout, timeout))
         if isinstance(node, Dir) and node.merge is not None:
             # Its listing includes the host's, which changes without the tree: the mtime the
             # kernel checks its cached listing against follows a snapshot of the names.
