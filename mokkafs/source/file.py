@@ -17,7 +17,9 @@ cannot hide the change that superseded it, and two steps that read the same save
 
 A profile that is a link to a file in another directory is followed there too: that
 directory is watched as well, the target's name in it read like the profile's, and the watch
-moves when the link is pointed elsewhere.
+moves when the link is pointed elsewhere. Only inside the places it led to when the source was
+made, though (``resolve.trusted_places``: the profile's directory and the target's): a link
+pointed anywhere else is an error update, and nothing there is opened.
 
 When the profile's directory goes (deleted, renamed, an unmounted volume), the source watches
 its nearest existing ancestor until the directory comes back, then follows it again by itself.
@@ -38,7 +40,7 @@ from pathlib import Path
 import trio
 
 from mokkafs.errors import MokkafsError, ProfileError, internal_error
-from mokkafs.profile.resolve import read_text
+from mokkafs.profile.resolve import read_text, trusted_places
 from mokkafs.source import Update
 from mokkafs.source.inotify import Event, Watches
 from mokkafs.state import Generation, State
@@ -62,6 +64,8 @@ class FileSource:
                  clock: Callable[[], float] = time.time,
                  watches: Callable[[], Watches] = Watches) -> None:
         self.path = path
+        # Where the profile may lead from now on: its directory and where its links lead now.
+        self.within = trusted_places(path)
         self.compile = compile
         self.watches = watches
         self.generation = first_generation
@@ -81,7 +85,7 @@ class FileSource:
 
     def initial(self) -> State:
         """Read and compile the file now (before anything is mounted)."""
-        text = read_text(self.path)
+        text = read_text(self.path, self.within)
         self._digest = _digest(text)
         state = self._numbered(self.compile(text, str(self.path)))
         self.generation += 1
@@ -104,7 +108,7 @@ class FileSource:
         a thread cannot know what an earlier step is sending meanwhile."""
         self.reads += 1
         try:
-            text = read_text(self.path)
+            text = read_text(self.path, self.within)
         except ProfileError as exc:
             return Update(None, exc, self.clock()), None
         except Exception as exc:  # a bug in reading: never the end of the source
