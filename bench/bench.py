@@ -338,6 +338,52 @@ def swaps(count: int, tmp: Path) -> dict[str, Any]:
             "render_mixed": bad["mixed"], **inval}
 
 
+def compile_storm(reader: Path, edits: int, ms: int, tmp: Path) -> dict[str, Any]:
+    """Readers' latency during a storm of edits of the largest allowed profile (256 HCAs;
+    the variants differ in the driver's version, so every compile is whole), beside the
+    same readers with no edit: a compile must not hold up reads (issue 26, finding 8). In
+    keep-cache mode, where every open reaches the daemon."""
+    import yaml
+
+    base = yaml.safe_load(profile_with(256, tmp).read_text())
+    variants = []
+    for version in ("550.163.01", "550.163.02"):
+        base["system"]["driver_version"] = version
+        variants.append(yaml.safe_dump(base))
+    live = tmp / "storm" / "node.yaml"
+    live.parent.mkdir()
+    live.write_text(variants[0])
+    with daemon(live, tmp / "mnt-storm", "--cache-mode", "keep-cache") as d:  # reads reach it
+        paths = [str(p / "vendor") for p in sorted((d.mnt / "sys/bus/pci/devices").iterdir())]
+        warm_up(reader, "read", paths, tmp)
+        quiet = run_readers(reader, "read", paths, 1, ms, tmp)
+        stop = threading.Event()
+        made = {"edits": 0}
+
+        def storm() -> None:
+            """Back-to-back: each edit once the last is served, so a compile (and a build)
+            is always running."""
+            while not stop.is_set() and made["edits"] < edits:
+                served = d.generation()
+                staged = live.with_name(".node.yaml.new")
+                staged.write_text(variants[(made["edits"] + 1) % 2])
+                os.rename(staged, live)
+                made["edits"] += 1
+                while d.generation() == served and not stop.is_set():
+                    time.sleep(0.01)
+
+        thread = threading.Thread(target=storm)
+        thread.start()
+        stormy = run_readers(reader, "read", paths, 1, ms, tmp)
+        stop.set()
+        thread.join()
+        generation = d.generation()
+    return {"profile_hcas": 256, "edits": made["edits"], "generations": generation,
+            "quiet_p50_us": quiet["p50_us"], "quiet_p99_us": quiet["p99_us"],
+            "storm_p50_us": stormy["p50_us"], "storm_p99_us": stormy["p99_us"],
+            "storm_ops": stormy["ops"], "storm_errors": stormy["errors"]}
+
+
 def invalidation(hcas: int, count: int, tmp: Path) -> dict[str, float]:
     """Kernel cache invalidation per 1000 inodes the kernel knows: swaps that change the
     ports' traffic, so every counter that moves (``counters/`` and ``counters_ext/``; the rest
@@ -847,7 +893,14 @@ def plots(rows: list[dict[str, Any]]) -> list[Path]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a small sweep, about 5 minutes")
+    parser.add_argument("--compile-storm", action="store_true",
+                        help="only the readers' latency during a storm of compiles")
     args = parser.parse_args()
+    if args.compile_storm:
+        with tempfile.TemporaryDirectory(prefix="mokkafs-bench-") as t:
+            storm = compile_storm(build_reader(Path(t)), 300, 3000, Path(t))
+        print(table([storm], list(storm)))
+        return
     quick = args.quick
     RESULTS.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mokkafs-bench-") as t:
@@ -862,6 +915,8 @@ def main() -> None:
         floor = request_floor(reader, 300 if quick else 1000, 1 if quick else 3, tmp)
         log("swaps")
         swap = swaps(20 if quick else 100, tmp)
+        log("reads during a storm of compiles")
+        storm = compile_storm(reader, 100 if quick else 300, 1000 if quick else 3000, tmp)
         log("idle and memory")
         idle = idle_and_rss(hca_counts, 10 if quick else 60, tmp)
         log("node_exporter scrapes")
@@ -879,7 +934,7 @@ def main() -> None:
         shim = shim_cost(reader, 3 if quick else 7, 300 if quick else 1000, tmp)
     result = {"machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
               "quick": quick, "reads": rows, "floor": floor, "swap": swap, "idle": idle,
-              "node_exporter": ne, "monitoring": mon, "faults": faults,
+              "compile_storm": storm, "node_exporter": ne, "monitoring": mon, "faults": faults,
               "fleet": fleets, "shim": shim}
     (RESULTS / ("quick.json" if quick else "full.json")).write_text(json.dumps(result, indent=1))
     pngs = plots(rows)
@@ -900,6 +955,9 @@ def main() -> None:
         "### Swap: profile rename to a fresh reader seeing it (no-open), re-rendering "
         "instead, and invalidation cost\n",
         table([swap], list(swap)),
+        "### Reads during a storm of compiles of the largest allowed profile (one reader; "
+        "quiet: the same reads with no edit)\n",
+        table([storm], list(storm)),
         "### Idle cost and memory\n",
         table([{k: v for k, v in idle.items() if k != "rss_kib"}],
               [k for k in idle if k != "rss_kib"]),

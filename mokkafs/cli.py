@@ -100,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("--metrics", metavar="HOST:PORT", default=None,
                        help="serve /metrics, /healthz and /readyz there (off by default; "
                             "e.g. 127.0.0.1:9464)")
+    mount.add_argument("--compile-timeout", type=float, default=None, metavar="SECONDS",
+                       help="a profile change's compile (in a child process) that takes longer "
+                            "is killed, the last good view kept (default: 30)")
     mount.add_argument("--control", type=Path, default=None, metavar="PATH",
                        help="serve a control socket there (mode 0600, in a directory only "
                             "root may write) for `mokkafs fault`")
@@ -156,15 +159,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _compiler(args: argparse.Namespace,
-              clock: Callable[[], float] = time.monotonic) -> Callable[[str, str], State]:
-    """Compile a profile's text: the same node, started once (on ``clock``), every time."""
+def _options(args: argparse.Namespace,
+             clock: Callable[[], float] = time.monotonic) -> Callable[[], Options]:
+    """A compile's options at each moment: the same node, started once (on ``clock``)."""
     node_name = args.node_name or default_node_name()
     started_at = clock()
     host_sysfs = getattr(args, "host_sysfs", "none") == "auto"
 
-    def compile_profile(text: str, filename: str) -> State:
-        options = Options(
+    def options() -> Options:
+        return Options(
             node_name=node_name,
             node_index=args.node_index,
             loaded_at=time.time(),
@@ -173,7 +176,15 @@ def _compiler(args: argparse.Namespace,
             host=read_host_facts(sysfs=host_sysfs),
             infiniband=not args.no_infiniband,
         )
-        return compile_text(text, filename, options)
+
+    return options
+
+
+def _compiler(options: Callable[[], Options]) -> Callable[[str, str], State]:
+    """Compile a profile's text, in this process."""
+
+    def compile_profile(text: str, filename: str) -> State:
+        return compile_text(text, filename, options())
 
     return compile_profile
 
@@ -182,7 +193,8 @@ def _state(args: argparse.Namespace) -> State:
     """The profile's State with its faults applied now, as a daemon started now serves it."""
     path = resolve(args.profile)
     now = time.monotonic()
-    return at(applied(_compiler(args, lambda: now)(read_text(path), str(path)), now), now)
+    return at(applied(_compiler(_options(args, lambda: now))(read_text(path), str(path)), now),
+              now)
 
 
 def _tree(state: State) -> Tree:
@@ -240,6 +252,7 @@ def wire(args: argparse.Namespace,
     is the time dynamic content follows."""
     from mokkafs.fuse.modes import choose
     from mokkafs.serve.daemon import CdiConfig, Config, Wiring
+    from mokkafs.source.child import CompileChild
     from mokkafs.source.file import FileSource
 
     # Absolute, but symlinks kept: a ConfigMap's node.yaml -> ..data/node.yaml must be watched
@@ -251,7 +264,12 @@ def wire(args: argparse.Namespace,
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
                       args.cdi_hook) if args.cdi_dir else None,
         runtime_dir=args.runtime_dir)
-    return config, Wiring(FileSource(path, _compiler(args, clock)), clock=clock)
+    options = _options(args, clock)
+    # The first compile runs here, before the mount; every later one in a child process,
+    # off the serving process's GIL (source/child.py).
+    child = CompileChild(options, **({"seconds": args.compile_timeout}
+                                     if args.compile_timeout is not None else {}))
+    return config, Wiring(FileSource(path, _compiler(options), remote=child), clock=clock)
 
 
 def parse_mount(argv: Sequence[str]) -> argparse.Namespace:

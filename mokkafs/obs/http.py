@@ -1,7 +1,9 @@
 """A small trio HTTP endpoint: /metrics, /healthz (liveness) and /readyz (readiness).
 
 /healthz answers 200 while the process runs, whatever the profile says; /readyz answers 200
-only while the mount serves and follows its profile, with the facts as JSON. HTTP is parsed by
+only while the mount serves and follows its profile. A client on the node (a loopback peer)
+gets the facts as JSON; any other (a kubelet's probe, a neighbour on the pod network) only
+``{"ready": ...}``: paths and errors are the node's business. HTTP is parsed by
 h11. The endpoint can never starve the view of file descriptors or the loop of time: at most
 ``MAX_CONNECTIONS`` are served at once (more are closed as soon as accepted), each gets
 ``REQUEST_TIMEOUT`` seconds, and metrics are rendered in a worker thread.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import http
+import ipaddress
 import json
 import logging
 
@@ -36,8 +39,23 @@ def parse_address(text: str) -> tuple[str, int]:
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
-async def _answer(target: bytes, metrics: Metrics, status: Status) -> tuple[int, bytes, bytes]:
-    """(status code, body, content type) for a GET of ``target``."""
+def is_local(peer: object) -> bool:
+    """Whether a socket's peer address (``getpeername()``) is on this node: loopback, IPv4
+    or IPv6 (an IPv4 peer of a dual-stack socket included)."""
+    if not isinstance(peer, tuple) or not peer or not isinstance(peer[0], str):
+        return False
+    try:
+        address = ipaddress.ip_address(peer[0].split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool((mapped or address).is_loopback)
+
+
+async def _answer(target: bytes, metrics: Metrics, status: Status,
+                  local: bool) -> tuple[int, bytes, bytes]:
+    """(status code, body, content type) for a GET of ``target`` by a client on the node
+    (``local``) or elsewhere."""
     path = target.split(b"?", 1)[0]
     if path == b"/metrics":
         body = await trio.to_thread.run_sync(metrics.exposition)
@@ -45,7 +63,7 @@ async def _answer(target: bytes, metrics: Metrics, status: Status) -> tuple[int,
     if path == b"/healthz":
         return 200, b"ok\n", b"text/plain"
     if path == b"/readyz":
-        report = status.report()
+        report = status.report() if local else {"ready": status.ready}
         return (200 if report["ready"] else 503, json.dumps(report, indent=1).encode() + b"\n",
                 b"application/json")
     return 404, b"try /metrics, /healthz, /readyz\n", b"text/plain"
@@ -53,6 +71,10 @@ async def _answer(target: bytes, metrics: Metrics, status: Status) -> tuple[int,
 
 async def _serve_one(stream: trio.SocketStream, metrics: Metrics, status: Status) -> None:
     conn = h11.Connection(h11.SERVER)
+    try:
+        local = is_local(stream.socket.getpeername())
+    except OSError:  # gone already
+        return
     with trio.move_on_after(REQUEST_TIMEOUT):
         try:
             while True:
@@ -64,7 +86,7 @@ async def _serve_one(stream: trio.SocketStream, metrics: Metrics, status: Status
                     return  # closed before a whole request came
                 break
             if event.method in (b"GET", b"HEAD"):
-                code, body, kind = await _answer(event.target, metrics, status)
+                code, body, kind = await _answer(event.target, metrics, status, local)
             else:
                 code, body, kind = 405, b"GET or HEAD only\n", b"text/plain"
             await _send(stream, conn, code, body, kind, head=event.method == b"HEAD")

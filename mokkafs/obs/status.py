@@ -15,6 +15,11 @@ class Followable(Protocol):
     follow_error: str | None
     reads: int  # times it read its input
 
+    @property
+    def compile_pid(self) -> int | None:
+        """The process that compiles its changes, when not this one."""
+        ...
+
 
 @dataclass
 class Status:
@@ -69,6 +74,7 @@ class Status:
             "last_error": self.last_error,
             "last_error_at": self.last_error_at,
             "cache_mode": self.cache_mode,
+            "compile_pid": self.watch.compile_pid if self.watch is not None else None,
             "faults": [f for f in self.faults if f["state"] == "active"],
             "surfaces": {name: {"status": "ok" if self.serving else "not serving",
                                 "nodes": nodes, "generation": self.generation}

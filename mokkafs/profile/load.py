@@ -12,8 +12,10 @@ walks the data (validation, line numbers).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -28,6 +30,9 @@ _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # root listed, stays far below this.
 MAX_YAML_NODES = 100_000
 M = TypeVar("M", bound=BaseModel)
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+_TOKEN = re.compile(r"'<[a-z ]+>'")
+_WHAT = {"Profile": "a mokkafs (nvml-mock) profile", "FaultFile": "a fault file"}
 
 
 def format_path(path: YamlPath) -> str:
@@ -126,7 +131,8 @@ class Problems:
 def _describe(err: Any) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
-        return "unknown key; remove it or check its spelling (see docs/profiles.md)"
+        return ("an unknown key in this section; remove it or check its spelling (see "
+                "docs/profiles.md)")
     if kind == "missing":
         return "required key is missing"
     msg: str = err["msg"]
@@ -163,8 +169,76 @@ def parse(text: str, filename: str) -> tuple[Profile, dict[YamlPath, int]]:
     return parse_as(Profile, text, filename)
 
 
+def _unquoted(text: str) -> str:
+    """A YAML error's words without what it quotes of the document (an alias's name, a tag,
+    a character); the tokens it names (``'<scalar>'``) are kept."""
+    return _QUOTED.sub(lambda m: m.group(0) if _TOKEN.fullmatch(m.group(0)) else "...", text)
+
+
+def _top_level(model: type[BaseModel], data: dict[Any, Any],
+               lines: dict[YamlPath, int], filename: str) -> list[Problem]:
+    """The check that the document is one at all, before anything of it is named: a mapping
+    none of whose keys is a section of ``model`` is not such a document (a host file a link
+    was pointed at, say), and is refused whole; a key that is not a section, beside some that
+    are, is a problem located by its line, not named."""
+    sections = _names(model)
+    unknown = [key for key in data if not isinstance(key, str) or key not in sections]
+    if not unknown:
+        return []
+    if len(unknown) == len(data):
+        raise ProfileError(filename, [Problem("", (
+            f"not {_WHAT.get(model.__name__, 'a document of this kind')}: none of its "
+            f"top-level keys is a section of one ({', '.join(sorted(sections))}); nothing "
+            "of the file is quoted"))])
+    return [Problem("", "a top-level key that is not a section (one of "
+                    f"{', '.join(sorted(sections))}); remove it or check its spelling",
+                    lines.get((str(key),))) for key in unknown]
+
+
+def _names(model: type[BaseModel]) -> set[str]:
+    fields = model.model_fields
+    return set(fields) | {f.alias for f in fields.values() if f.alias}
+
+
+def _models_in(annotation: Any) -> list[Any]:
+    """The models and lists an annotation may hold (``X | None``, ``list[X]``)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _models_in(get_args(annotation)[0])
+    if origin in (Union, UnionType):
+        return [m for arg in get_args(annotation) for m in _models_in(arg)]
+    if origin is list or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return [annotation]
+    return []
+
+
+def schema_path(model: type[BaseModel], path: YamlPath) -> YamlPath:
+    """The longest start of ``path`` that names only fields of ``model`` (and list items):
+    where a problem is said to be without naming a key the schema does not have."""
+    kept: list[str | int] = []
+    kinds: list[Any] = [model]
+    for part in path:
+        nxt: list[Any] = []
+        for kind in kinds:
+            if isinstance(part, int) and get_origin(kind) is list:
+                nxt += _models_in(get_args(kind)[0])
+            elif (isinstance(part, str) and isinstance(kind, type)
+                  and issubclass(kind, BaseModel) and part in _names(kind)):
+                field = kind.model_fields.get(part) or next(
+                    f for f in kind.model_fields.values() if f.alias == part)
+                nxt += _models_in(field.annotation) or [None]
+        if not nxt:
+            break
+        kept.append(part)
+        kinds = [k for k in nxt if k is not None]
+    return tuple(kept)
+
+
 def parse_as(model: type[M], text: str, filename: str) -> tuple[M, dict[YamlPath, int]]:
-    """``parse`` for any document model (a profile, a fault file)."""
+    """``parse`` for any document model (a profile, a fault file).
+
+    Nothing of a document that is not one (see ``_top_level``) is quoted, and problems name
+    only the schema's fields: an unknown key is located by its section and line."""
     try:
         # One parse gives both the node tree (for line numbers) and the data; libyaml's C
         # loader when PyYAML has it, as this runs on every profile change.
@@ -178,28 +252,35 @@ def parse_as(model: type[M], text: str, filename: str) -> tuple[M, dict[YamlPath
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else None
         detail = " ".join(str(x) for x in (exc.context, exc.problem) if x)
-        raise ProfileError(filename, [Problem("", f"YAML syntax error: {detail}", line)]) from None
+        raise ProfileError(filename, [Problem(
+            "", f"YAML syntax error: {_unquoted(detail)}", line)]) from None
     except yaml.YAMLError as exc:
-        raise ProfileError(filename, [Problem("", f"YAML error: {exc}")]) from None
-    lines: dict[YamlPath, int] = {}
-    problems: list[Problem] = []
-    if node is not None:
-        for path, line, duplicate in _walk(node):
-            lines.setdefault(path, line)
-            if duplicate:
-                problems.append(
-                    Problem(format_path(path), "key appears twice; keep only one", line)
-                )
+        raise ProfileError(filename, [Problem("", f"YAML error: {_unquoted(str(exc))}")]) \
+            from None
     if not isinstance(data, dict):
         raise ProfileError(
             filename, [Problem("", "expected a mapping of sections (system, devices, ...)", 1)]
         )
+    lines: dict[YamlPath, int] = {}
+    duplicates: list[tuple[YamlPath, int]] = []
+    if node is not None:
+        for path, line, duplicate in _walk(node):
+            lines.setdefault(path, line)
+            if duplicate:
+                duplicates.append((path, line))
+    problems = _top_level(model, data, lines, filename)
+    for path, line in duplicates:
+        problems.append(Problem(format_path(schema_path(model, path)),
+                                "a key appears twice; keep only one", line))
     try:
         document = model.model_validate(data)
     except ValidationError as exc:
         for err in exc.errors():
             path = tuple(err["loc"])
-            problems.append(Problem(format_path(path), _describe(err), line_for(lines, path)))
+            if err["type"] == "extra_forbidden" and len(path) == 1:
+                continue  # a top-level key: told above
+            problems.append(Problem(format_path(schema_path(model, path)), _describe(err),
+                                    line_for(lines, path)))
     if problems:
         raise ProfileError(filename, problems)
     return document, lines

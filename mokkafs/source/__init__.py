@@ -29,6 +29,11 @@ class Source(Protocol):
     follow_error: str | None  # why, when it cannot
     reads: int  # times it read its input
 
+    @property
+    def compile_pid(self) -> int | None:
+        """The process that compiles changes, when it is not this one."""
+        ...
+
     def initial(self) -> State:
         """Load the first State now; raise ``MokkafsError`` if there is none to serve."""
         ...

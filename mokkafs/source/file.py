@@ -17,7 +17,9 @@ cannot hide the change that superseded it, and two steps that read the same save
 
 A profile that is a link to a file in another directory is followed there too: that
 directory is watched as well, the target's name in it read like the profile's, and the watch
-moves when the link is pointed elsewhere.
+moves when the link is pointed elsewhere. Only inside the places it led to when the source was
+made, though (``resolve.trusted_places``: the profile's directory and the target's): a link
+pointed anywhere else is an error update, and nothing there is opened.
 
 When the profile's directory goes (deleted, renamed, an unmounted volume), the source watches
 its nearest existing ancestor until the directory comes back, then follows it again by itself.
@@ -34,11 +36,12 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
 import trio
 
 from mokkafs.errors import MokkafsError, ProfileError, internal_error
-from mokkafs.profile.resolve import read_text
+from mokkafs.profile.resolve import read_text, trusted_places
 from mokkafs.source import Update
 from mokkafs.source.inotify import Event, Watches
 from mokkafs.state import Generation, State
@@ -51,18 +54,34 @@ CONFIGMAP_DATA = "..data"  # the link a kubelet renames to swap a ConfigMap volu
 Compile = Callable[[str, str], State]  # (text, file name) -> State; raises ProfileError
 
 
+class Remote(Protocol):
+    """Compiles elsewhere (``child.CompileChild``: in a child process)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    async def compile(self, text: str, filename: str) -> State: ...
+
+    async def aclose(self) -> None: ...
+
+
 class FileSource:
     """Send an Update for every change of ``path``'s content.
 
-    ``compile(text, filename)`` turns the file's text into a State; it runs in a worker thread.
-    Generations count successful loads from ``first_generation``.
+    ``compile(text, filename)`` turns the file's text into a State: at start, and for each
+    change in a worker thread, unless ``remote`` is given: then changes are read in a worker
+    thread and compiled by it (in a child process, off this process's GIL). Generations count
+    successful loads from ``first_generation``.
     """
 
     def __init__(self, path: Path, compile: Compile, first_generation: int = 1,
                  clock: Callable[[], float] = time.time,
-                 watches: Callable[[], Watches] = Watches) -> None:
+                 watches: Callable[[], Watches] = Watches, remote: Remote | None = None) -> None:
         self.path = path
+        # Where the profile may lead from now on: its directory and where its links lead now.
+        self.within = trusted_places(path)
         self.compile = compile
+        self.remote = remote
         self.watches = watches
         self.generation = first_generation
         self.clock = clock
@@ -81,7 +100,7 @@ class FileSource:
 
     def initial(self) -> State:
         """Read and compile the file now (before anything is mounted)."""
-        text = read_text(self.path)
+        text = read_text(self.path, self.within)
         self._digest = _digest(text)
         state = self._numbered(self.compile(text, str(self.path)))
         self.generation += 1
@@ -102,14 +121,9 @@ class FileSource:
         bytes it is for (None after a failed read, so the same bytes next are a change).
         Whether those bytes are news is judged on the loop, when the update is to be sent:
         a thread cannot know what an earlier step is sending meanwhile."""
-        self.reads += 1
-        try:
-            text = read_text(self.path)
-        except ProfileError as exc:
-            return Update(None, exc, self.clock()), None
-        except Exception as exc:  # a bug in reading: never the end of the source
-            log.exception("reading %s failed", self.path)
-            return Update(None, internal_error(f"reading {self.path}", exc), self.clock()), None
+        text = self._read()
+        if isinstance(text, Update):
+            return text, None
         digest = _digest(text)
         try:
             state = self.compile(text, str(self.path))
@@ -121,11 +135,44 @@ class FileSource:
                           self.clock()), digest
         return Update(state, None, self.clock()), digest
 
+    def _read(self) -> str | Update:
+        """In a worker thread: the file's text, or the error update of a failed read."""
+        self.reads += 1
+        try:
+            return read_text(self.path, self.within)
+        except ProfileError as exc:
+            return Update(None, exc, self.clock())
+        except Exception as exc:  # a bug in reading: never the end of the source
+            log.exception("reading %s failed", self.path)
+            return Update(None, internal_error(f"reading {self.path}", exc), self.clock())
+
+    async def _load_remote(self, remote: Remote) -> tuple[Update, bytes | None]:
+        """``_load``, with the compile in ``remote``: the read in a worker thread, the
+        compile awaited (cancelling the step abandons it)."""
+        text = await trio.to_thread.run_sync(self._read, abandon_on_cancel=True)
+        if isinstance(text, Update):
+            return text, None
+        digest = _digest(text)
+        try:
+            state = await remote.compile(text, str(self.path))
+        except MokkafsError as exc:
+            return Update(None, exc, self.clock()), digest
+        return Update(state, None, self.clock()), digest
+
+    @property
+    def compile_pid(self) -> int | None:
+        """The process that compiles changes, when it is not this one and runs."""
+        return self.remote.pid if self.remote is not None else None
+
     async def _step(self, out: trio.MemorySendChannel[Update], scope: trio.CancelScope) -> None:
         asked = self._forced
         forced = asked > self._forced_done
         with scope:
-            update, digest = await trio.to_thread.run_sync(self._load, abandon_on_cancel=True)
+            if self.remote is None:
+                update, digest = await trio.to_thread.run_sync(self._load,
+                                                               abandon_on_cancel=True)
+            else:
+                update, digest = await self._load_remote(self.remote)
             # One step delivers at a time, and judges by the bytes sent last only then: a step
             # started while an earlier one was sending the same bytes must not send them again.
             async with self._delivering:
@@ -158,6 +205,14 @@ class FileSource:
         return delay
 
     async def run(self, out: trio.MemorySendChannel[Update]) -> None:
+        try:
+            await self._run(out)
+        finally:
+            if self.remote is not None:
+                with trio.CancelScope(shield=True):
+                    await self.remote.aclose()
+
+    async def _run(self, out: trio.MemorySendChannel[Update]) -> None:
         with self.watches() as watches:
             self._set_watches(watches)
             self._wake.set()  # the file may have changed between initial() and the watch

@@ -59,15 +59,20 @@ def profile_text(name: str) -> str:
 @contextmanager
 def live_mount(tmp_path: Path, profile: str = "a100", extra: Sequence[str] = (),
                command: Sequence[str] | None = None, expect: Sequence[str] = (),
-               mountpoint: Path | None = None) -> Iterator[Live]:
+               mountpoint: Path | None = None, target: Path | None = None) -> Iterator[Live]:
     """A mount (at ``tmp_path/mnt`` unless given) of ``tmp_path/config/node.yaml``, a copy of
-    a shipped profile, watched, with its metrics on a loopback port. ``command`` replaces
-    ``mokkafs mount`` (same arguments)."""
+    a shipped profile (or a link to ``target``, that copy), watched, with its metrics on a
+    loopback port. ``command`` replaces ``mokkafs mount`` (same arguments)."""
     mnt = mountpoint or tmp_path / "mnt"
     config = tmp_path / "config"
     config.mkdir()
     path = config / "node.yaml"
-    path.write_text(profile_text(profile))
+    if target is None:
+        path.write_text(profile_text(profile))
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(profile_text(profile))
+        os.symlink(target, path)
     port = free_port()
     args = ["--profile", str(path), "--node-name", "node-a", "--metrics", f"127.0.0.1:{port}",
             *extra]

@@ -43,7 +43,7 @@ def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
 
 CASES: dict[str, tuple[str | bytes, str, str]] = {
     # name: (content, expected message, YAML path of the problem)
-    "latin-1": (H100.encode() + b"# caf\xe9\n", "not UTF-8 text: byte 0xe9", ""),
+    "latin-1": (H100.encode() + b"# caf\xe9\n", "not UTF-8 text (at offset", ""),
     "hca-type-over-16-bits": (H100.replace("MT4129", "MT99999"), "at most 65535",
                               "infiniband.hca_type"),
     "alias-bomb": (alias_bomb(9), f"more than {MAX_YAML_NODES:,} YAML nodes", ""),
@@ -139,3 +139,31 @@ def test_mount_refuses_bad_input_before_mounting(tmp_path: Path) -> None:
     assert result.returncode == 2 and "YAML nodes" in result.stderr
     assert "Traceback" not in result.stderr
     assert not os.path.ismount(mnt)
+
+
+SECRET = "s3cr3t"
+NOT_QUOTED = {
+    # a document that is no profile: refused whole, nothing of it named
+    "kubeconfig": (f"apiVersion: v1\nkind: Config\nusers:\n- {{name: a, token: {SECRET}}}\n",
+                   "not a mokkafs (nvml-mock) profile"),
+    "shadow": (f"{SECRET}:$6$x$y:19000:0:99999:7:::\nbin:*:19000:0:99999:7:::\n",
+               "not a mokkafs (nvml-mock) profile"),
+    "list": (f"- {SECRET}\n", "expected a mapping"),
+    # what a YAML error would quote of the text
+    "undefined-alias": (f"system: *{SECRET}\n", "YAML syntax error"),
+    "unknown-tag": (f"system: !{SECRET} x\n", "YAML syntax error"),
+    # a profile's keys the schema does not have
+    "top-level": (f"system: {{}}\n{SECRET}: 1\n", "a top-level key that is not a section"),
+    "closed-section": (f"node: {{index: 1, {SECRET}: 2}}\n", "an unknown key in this section"),
+    "duplicate-ignored": (f"system: {{{SECRET}: 1, {SECRET}: 2}}\n", "appears twice"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_QUOTED))
+def test_no_error_quotes_what_the_schema_does_not_name(tmp_path: Path, case: str) -> None:
+    text, expected = NOT_QUOTED[case]
+    with pytest.raises(ProfileError) as info:
+        state_of(write(tmp_path, f"{case}.yaml", text))
+    assert expected in str(info.value), str(info.value)
+    assert SECRET not in str(info.value), str(info.value)
+    assert all(p.line is None or p.line >= 1 for p in info.value.problems)

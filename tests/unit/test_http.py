@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from mokkafs.errors import MetricsError
-from mokkafs.obs.http import _connection, parse_address, serve_http
+from mokkafs.obs.http import _answer, _connection, is_local, parse_address, serve_http
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
 
@@ -158,6 +158,10 @@ class Reset:
     def __init__(self, fail_receive: BaseException | None = None) -> None:
         self.fail_receive = fail_receive
         self.sent = 0
+        self.socket = self  # its own socket, as far as the peer's address goes
+
+    def getpeername(self) -> tuple[str, int]:
+        return "127.0.0.1", 40000
 
     async def receive_some(self, max_bytes: int) -> bytes:
         if self.fail_receive is not None:
@@ -191,3 +195,27 @@ def test_a_connection_that_fails_ends_alone(client: str, expected_logs: list[str
 
     trio.run(main)
     assert stream.sent == (1 if client.startswith("reset") else 0)
+
+
+@pytest.mark.parametrize(("peer", "local"), [
+    (("127.0.0.1", 5), True), (("127.8.9.1", 5), True), (("::1", 5, 0, 0), True),
+    (("::ffff:127.0.0.1", 5, 0, 0), True), (("10.0.0.7", 5), False),
+    (("::ffff:10.0.0.7", 5, 0, 0), False), (("fe80::1%eth0", 5, 0, 2), False), ("", False)])
+def test_which_peers_are_on_the_node(peer: object, local: bool) -> None:
+    assert is_local(peer) is local
+
+
+def test_readyz_tells_a_peer_off_the_node_only_whether_it_is_ready() -> None:
+    status = Status(serving=True, generation=7, source="/etc/mokkafs/node.yaml")
+    status.failed("invalid profile /etc/mokkafs/node.yaml: ...")
+
+    async def main() -> None:
+        code, body, _ = await _answer(b"/readyz", Metrics(status), status, local=False)
+        assert (code, json.loads(body)) == (200, {"ready": True})
+        status.serving = False
+        code, body, _ = await _answer(b"/readyz", Metrics(status), status, local=False)
+        assert (code, json.loads(body)) == (503, {"ready": False})
+        code, body, _ = await _answer(b"/readyz", Metrics(status), status, local=True)
+        assert code == 503 and json.loads(body)["last_error"].startswith("invalid profile")
+
+    trio.run(main)

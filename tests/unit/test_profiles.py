@@ -107,7 +107,9 @@ pcie_topology:
 BAD = {
     "yaml-syntax": (BASE.replace("devices:\n  - {index: 0", "devices:\n  - {index: 0,,"),
                     "YAML syntax error", ""),
-    "unknown-top-level-key": (BASE + "gpus: 8\n", "unknown key", "gpus"),
+    "unknown-top-level-key": (BASE + "gpus: 8\n", "a top-level key that is not a section", ""),
+    "unknown-key": (BASE + "node: {index: 1, idx: 2}\n", "an unknown key in this section",
+                    "node"),
     "wrong-type": (BASE.replace("numa_node: 1", "numa_node: one"), "valid integer",
                    "pcie_topology.root_complexes[1].numa_node"),
     "malformed-device-id": (BASE.replace("0x233010DE", "'0xH100'"), "0x233010DE",
@@ -153,7 +155,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     with pytest.raises(ProfileError) as info:
         state_of(path)
     assert {p.path for p in info.value.problems} == {
-        "gpus", "pcie_topology.root_complexes[1].numa_node"}
+        "", "pcie_topology.root_complexes[1].numa_node"}
 
 
 def test_unquoted_bdf_gets_a_quoting_hint(tmp_path: Path) -> None:
@@ -171,7 +173,7 @@ def test_cli_exits_2_and_mounts_nothing_on_a_bad_profile(tmp_path: Path) -> None
     result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", str(path),
                              str(mnt)], capture_output=True, text=True, cwd=REPO, timeout=30)
     assert result.returncode == 2
-    assert f"{path}:10: gpus: unknown key" in result.stderr
+    assert f"{path}:10: (document): a top-level key that is not a section" in result.stderr
     assert "Traceback" not in result.stderr
     assert not any(mnt.iterdir())
     assert not is_mounted(mnt)

@@ -1,0 +1,198 @@
+"""Compiles in a child process, so that they never hold the serving process's GIL.
+
+The daemon's FUSE loop and a compile in one of its threads share one interpreter lock: a
+storm of edits of a large profile held plain reads up for whole seconds. ``CompileChild``
+keeps one long-lived child (``python -m mokkafs.source.child``) that compiles each text it is
+sent and sends back the State, pickled, over a pipe. The child is bounded: in memory by
+``RLIMIT_AS`` (set in the child before it reads anything) and in time by a deadline, past
+which it is killed. A child that dies, is killed, or is abandoned (a newer change cancels the
+request) is replaced at the next request; its error keeps the last good State. The reuse of
+the last compile's PCI side (``profile.compile``) lives in the child, and survives as long as
+it does.
+
+Frames are an 8-byte little-endian length and a pickle. Only this process's own child speaks
+on the pipe, so what is unpickled is what the daemon's own code pickled.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import resource
+import struct
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable
+from typing import BinaryIO
+
+import trio
+
+from mokkafs.errors import InternalError, MokkafsError, Problem, ProfileError
+from mokkafs.profile.compile import Options
+from mokkafs.state import State
+
+log = logging.getLogger(__name__)
+
+COMPILE_SECONDS = 30.0  # the largest allowed profile compiles in well under a second
+COMPILE_BYTES = 2 << 30  # address space of the child: the largest profile peaks far below
+_LENGTH = struct.Struct("<Q")
+
+Reply = tuple[str, object]  # ("state", State) | ("problems", (file, [Problem])) | ("bug", text)
+
+
+class CompileChild:
+    """One child process that compiles profiles' texts with ``options()`` of each moment.
+    ``compile`` is called from the trio thread, one request at a time."""
+
+    def __init__(self, options: Callable[[], Options], seconds: float = COMPILE_SECONDS,
+                 memory: int = COMPILE_BYTES) -> None:
+        self.options = options
+        self.seconds = seconds
+        self.memory = memory
+        self.started = 0  # children started so far
+        self._process: trio.Process | None = None
+        self._lock = trio.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The running child's process id, if one runs."""
+        process = self._process
+        return process.pid if process is not None and process.returncode is None else None
+
+    async def compile(self, text: str, filename: str) -> State:
+        """The State of ``text``; raises ``ProfileError`` for a bad profile and
+        ``InternalError`` when the child fails (killed past its deadline, out of memory, a
+        bug). Cancelled, it kills the child (its result is not wanted)."""
+        async with self._lock:
+            request = pickle.dumps((text, filename, self.options()), pickle.HIGHEST_PROTOCOL)
+            try:
+                process = await self._running()
+                with trio.move_on_after(self.seconds) as deadline:
+                    assert process.stdin is not None and process.stdout is not None
+                    await process.stdin.send_all(_LENGTH.pack(len(request)) + request)
+                    frame = await _receive(process.stdout)
+                if deadline.cancelled_caught:
+                    await self._stop()
+                    raise InternalError(
+                        f"compiling {filename} took longer than {self.seconds:g} s: the "
+                        "compiling process was killed; the last good profile stays in force")
+                if frame is None:
+                    status = await self._stop()
+                    raise InternalError(
+                        f"compiling {filename}: the compiling process ended ({_ended(status)}); "
+                        "the last good profile stays in force, and the next change starts a "
+                        "new one")
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                status = await self._stop()
+                raise InternalError(f"compiling {filename}: the compiling process ended "
+                                    f"({_ended(status)})") from None
+            except BaseException:  # cancelled (abandoned) or worse: its answer is not wanted
+                await self._stop()
+                raise
+        kind, payload = await trio.to_thread.run_sync(pickle.loads, frame)
+        if kind == "state":
+            assert isinstance(payload, State)
+            return payload
+        if kind == "problems":
+            name, problems = payload
+            raise ProfileError(name, problems)
+        log.error("compiling %s failed in the compiling process:\n%s", filename, payload)
+        raise InternalError(f"compiling {filename}: {str(payload).splitlines()[-1]} (a "
+                            "mokkafs bug; the traceback is in the log)")
+
+    async def _running(self) -> trio.Process:
+        if self._process is not None and self._process.returncode is None:
+            return self._process
+        self._process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "mokkafs.source.child", str(self.memory)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.started += 1
+        return self._process
+
+    async def _stop(self) -> int | None:
+        """Kill the child (ours, by its process) and reap it; its exit status."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            for stream in (process.stdin, process.stdout):
+                if stream is not None:
+                    await stream.aclose()
+        return process.returncode
+
+    async def aclose(self) -> None:
+        await self._stop()
+
+
+def _ended(status: int | None) -> str:
+    if status is not None and status < 0:
+        return f"killed by signal {-status}"
+    return f"exit status {status} (out of memory?)" if status else "exited"
+
+
+async def _receive(stream: trio.abc.ReceiveStream) -> bytes | None:
+    """One frame, or None at the end of the stream."""
+    head = await _exactly(stream, _LENGTH.size)
+    if head is None:
+        return None
+    return await _exactly(stream, _LENGTH.unpack(head)[0])
+
+
+async def _exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        chunk = await stream.receive_some(min(size - len(data), 1 << 20))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+# -- the child ---------------------------------------------------------------------------
+
+def _read(stream: BinaryIO, size: int) -> bytes | None:
+    data = stream.read(size)
+    return data if len(data) == size else None
+
+
+def _answer(text: str, filename: str, options: Options, memory: int) -> Reply:
+    from mokkafs.profile.resolve import compile_text
+
+    try:
+        return "state", compile_text(text, filename, options)
+    except MemoryError:
+        return "problems", (filename, [Problem("", (
+            f"compiling it needs more than the {memory >> 20} MiB the compiling process may "
+            "use; a node's profile needs far less"))])
+    except ProfileError as exc:
+        return "problems", (exc.filename, list(exc.problems))
+    except MokkafsError as exc:
+        return "problems", (filename, [Problem("", str(exc))])
+    except Exception:  # a bug: its traceback goes to the parent's log
+        return "bug", traceback.format_exc()
+
+
+def main(memory: int) -> None:
+    """Compile each request on stdin until it ends, within ``memory`` bytes of address space."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the replies
+    while (head := _read(inp, _LENGTH.size)) is not None:
+        frame = _read(inp, _LENGTH.unpack(head)[0])
+        if frame is None:
+            break
+        text, filename, options = pickle.loads(frame)
+        reply = pickle.dumps(_answer(text, filename, options, memory),
+                             pickle.HIGHEST_PROTOCOL)
+        out.write(_LENGTH.pack(len(reply)) + reply)
+        out.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

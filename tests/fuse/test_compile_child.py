@@ -1,0 +1,57 @@
+"""Compiles in a child process, on a real mount: a change is compiled in another process
+than the daemon's, and a compile that hangs is killed at its deadline, its error on /readyz,
+the last good view serving, and the next change compiled by a new child."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tests.helpers.live import Live, live_mount, profile_text, rename_over
+from tests.helpers.mounts import wait_for
+
+
+def compile_pid(live: Live) -> int:
+    pid = live.ready()["compile_pid"]
+    assert isinstance(pid, int)
+    return pid
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def test_a_change_is_compiled_in_another_process(tmp_path: Path) -> None:
+    with live_mount(tmp_path) as live:
+        rename_over(live, profile_text("h100"))
+        live.wait_generation(2)
+        pid = compile_pid(live)
+        assert pid != live.mount.process.pid and parent_of(pid) == live.mount.process.pid
+        assert b"mokkafs.source.child" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        os.kill(pid, signal.SIGKILL)  # one that dies while idle is replaced at the next
+        wait_for(lambda: live.ready()["compile_pid"] is None, 20, "the child's end seen")
+        rename_over(live, profile_text("t4"))
+        live.wait_generation(3)
+        assert compile_pid(live) not in (pid, live.mount.process.pid)
+        assert live.ready()["last_error"] is None
+
+
+def test_a_compile_that_hangs_is_killed_and_the_last_view_serves(tmp_path: Path) -> None:
+    with live_mount(tmp_path, extra=["--compile-timeout", "5"],
+                    expect=["keeping generation 2"]) as live:
+        rename_over(live, profile_text("h100"))
+        live.wait_generation(2)
+        hung = compile_pid(live)
+        os.kill(hung, signal.SIGSTOP)  # it takes the next request and never answers
+        rename_over(live, profile_text("t4"))
+        wait_for(lambda: live.ready()["last_error"] is not None, 30, "the deadline")
+        report = live.ready()
+        assert "took longer than 5 s: the compiling process was killed" in str(
+            report["last_error"])
+        assert report["generation"] == 2 and report["ready"] is True
+        assert "0000:1b:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")  # h100
+        assert not Path(f"/proc/{hung}").exists()  # killed and reaped
+        rename_over(live, profile_text("a100"))
+        live.wait_generation(3)
+        assert compile_pid(live) != hung and live.ready()["last_error"] is None
