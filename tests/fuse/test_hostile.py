@@ -297,14 +297,15 @@ def _closed(sock: socket.socket) -> bool:
 
 
 def _healthz(port: int, timeout: float = 2, path: str = "/healthz") -> int:
+    """The status of a GET of ``path``; 0 when the connection is shed or times out."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         conn.request("GET", path)
-        status = conn.getresponse().status
-        conn.close()
-        return status
+        return conn.getresponse().status
     except (OSError, http.client.HTTPException):
         return 0
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM])
