@@ -103,6 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("--compile-timeout", type=float, default=None, metavar="SECONDS",
                        help="a profile change's compile (in a child process) that takes longer "
                             "is killed, the last good view kept (default: 30)")
+    mount.add_argument("--health", metavar="HOST:PORT", default=None,
+                       help="serve /healthz and /readyz alone there, for liveness and "
+                            "readiness probes: clients of the metrics port cannot take its "
+                            "connection slots (e.g. 127.0.0.1:9465)")
     mount.add_argument("--control", type=Path, default=None, metavar="PATH",
                        help="serve a control socket there (mode 0600, in a directory only "
                             "root may write) for `mokkafs fault`")
@@ -260,7 +264,7 @@ def wire(args: argparse.Namespace,
     path = Path(os.path.abspath(resolve(args.profile)))
     config = Config(
         mountpoint=args.mountpoint, cache_mode=choose(args.cache_mode), metrics=args.metrics,
-        control=args.control,
+        health=args.health, control=args.control,
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
                       args.cdi_hook) if args.cdi_dir else None,
         runtime_dir=args.runtime_dir)

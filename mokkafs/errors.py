@@ -6,7 +6,7 @@
     │   └── FaultError           faults that cannot apply to the node, or clear unknown names (2)
     ├── MountError               a mountpoint that is missing, busy or cannot be mounted  (3)
     ├── CdiError                 a CDI spec that cannot be published, or an unsafe place  (4)
-    ├── MetricsError             a metrics address that cannot be served                  (5)
+    ├── MetricsError             a metrics or health address that cannot be served        (5)
     ├── ControlError             a control socket that cannot be served or reached        (6)
     └── InternalError            a bug met while applying an update (its traceback is logged)
 
@@ -97,7 +97,7 @@ class CdiError(MokkafsError):
 
 
 class MetricsError(MokkafsError):
-    """The metrics address cannot be served (malformed, or in use)."""
+    """The metrics or health address cannot be served (malformed, or in use)."""
 
     exit_code = EXIT_METRICS
 

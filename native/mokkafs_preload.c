@@ -7,11 +7,13 @@
  *   MOKKAFS_PRELOAD=off              disable it for this process
  *
  * Paths below the simulated prefixes (path_map.c) are rewritten to MOKKAFS_ROOT + path; every
- * other path is passed on untouched. Relative paths are resolved against the logical working
- * directory, which the chdir/fchdir hooks keep, so a process whose cwd is inside a redirected
- * directory keeps working and getcwd never shows the mount. A redirected path that would
- * overflow PATH_MAX fails with ENAMETOOLONG instead of reaching the host's path. State is set
- * once, by the first call that needs it (a program's own libraries run their constructors
+ * other path is passed on untouched. ".." in an absolute path in /sys, /proc or /dev is
+ * resolved first, physically and never above "/", as the kernel resolves it in its namespace
+ * (path_map.c's mokkafs_fold), so no path climbs out of the mount. Relative paths are
+ * resolved against the logical working directory, which the chdir/fchdir hooks keep, so a
+ * process whose cwd is inside a redirected directory keeps working and getcwd never shows
+ * the mount. A redirected path that would overflow PATH_MAX fails with ENAMETOOLONG instead
+ * of reaching the host's path. State is set once, by the first call that needs it (a program's own libraries run their constructors
  * before this one's); the hot path takes no lock. Go and static binaries bypass this by
  * nature: the mounts (CDI) are for them. So do glibc's functions that walk or match paths
  * with its internal calls (nftw, ftw, fts, glob): docs/preload.md.
@@ -90,6 +92,27 @@ static void ready(void) { pthread_once(&initialised, mokkafs_init); }
 
 __attribute__((constructor)) static void mokkafs_load(void) { ready(); }
 
+/* For mokkafs_fold: `dir` (in the kernel's namespace) rewritten to where it physically is,
+ * resolved in the view when it is redirected and on the host otherwise. */
+static int physical_dir(char *dir, size_t size, void *ctx) {
+    (void)ctx;
+    char mapped[PATH_MAX], real[PATH_MAX];
+    int r = mokkafs_map(root, root_len, dir, mapped, sizeof mapped);
+    if (r < 0 || !REAL(realpath)(r ? mapped : dir, real))
+        return -1;
+    const char *shown = real;
+    if (r) {
+        shown = mokkafs_unroot(root, root_len, real);
+        if (!shown) /* a link of the view that climbs out of it: the kernel's root stops it */
+            shown = "/";
+    }
+    size_t n = strlen(shown);
+    if (n + 1 > size)
+        return -1;
+    memcpy(dir, shown, n + 1);
+    return 0;
+}
+
 /* Set *use to the path to use for `path`: itself, or `buf` holding the redirected one.
  * Returns -1 (errno ENAMETOOLONG) when the redirected path would not fit. */
 static int redirect(const char *path, char buf[PATH_MAX], const char **use) {
@@ -99,7 +122,19 @@ static int redirect(const char *path, char buf[PATH_MAX], const char **use) {
         return 0;
     const char *absolute = path;
     char joined[PATH_MAX];
-    if (path[0] != '/') {
+    if (mokkafs_climbs(path)) {
+        /* Its ".." are the kernel namespace's, never the mount's: /sys/bus/pci/../../../..
+         * is "/", not the mount's parent. */
+        if (mokkafs_fold(path, joined, sizeof joined, physical_dir, NULL) != 0) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        absolute = joined;
+        if (!mokkafs_redirected(absolute)) {
+            *use = strcpy(buf, absolute);
+            return 0;
+        }
+    } else if (path[0] != '/') {
         const char *cwd = __atomic_load_n(&logical_cwd, __ATOMIC_ACQUIRE);
         if (!cwd)
             return 0;

@@ -66,6 +66,57 @@ int mokkafs_join(const char *dir, const char *rel, char *out, size_t size) {
     return 0;
 }
 
+int mokkafs_climbs(const char *path) {
+    if (strncmp(path, "/sys", 4) != 0 && strncmp(path, "/proc", 5) != 0 &&
+        strncmp(path, "/dev", 4) != 0)
+        return 0;
+    for (const char *p = strstr(path, "/.."); p; p = strstr(p + 1, "/.."))
+        if (ends_component(p[3]))
+            return 1;
+    return 0;
+}
+
+int mokkafs_fold(const char *path, char *out, size_t size,
+                 int (*physical)(char *dir, size_t size, void *ctx), void *ctx) {
+    if (path[0] != '/' || size < 2)
+        return -1;
+    size_t len = 1;
+    out[0] = '/';
+    out[1] = '\0';
+    const char *p = path;
+    while (*p) {
+        while (*p == '/')
+            p++;
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (len > 1 && physical(out, size, ctx) == 0)
+                len = strlen(out);
+            while (len > 1 && out[len - 1] != '/')
+                len--;
+            if (len > 1)
+                len--;
+            out[len] = '\0';
+        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
+            if (len + 1 + n + 1 > size)
+                return -1;
+            if (len > 1)
+                out[len++] = '/';
+            memcpy(out + len, p, n);
+            len += n;
+            out[len] = '\0';
+        }
+        p += n;
+    }
+    size_t given = strlen(path);
+    if (len > 1 && path[given - 1] == '/') {
+        if (len + 2 > size)
+            return -1;
+        out[len++] = '/';
+        out[len] = '\0';
+    }
+    return 0;
+}
+
 int mokkafs_map(const char *root, size_t root_len, const char *path, char *out, size_t size) {
     if (!mokkafs_redirected(path))
         return 0;

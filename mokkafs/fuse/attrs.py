@@ -62,7 +62,8 @@ def of_entry(entry: Entry, timeout: float, *, snapshot: Snapshot | None = None,
 
 
 def of_host(inode: int, st: os.stat_result, timeout: float,
-            snapshot: Snapshot | None = None) -> pyfuse3.EntryAttributes:
+            snapshot: Snapshot | None = None,
+            attr_timeout: float | None = None) -> pyfuse3.EntryAttributes:
     """A host sysfs entry's attributes from its stat; with ``snapshot``, the size and mtime of
     that content."""
     size = 0 if stat.S_ISDIR(st.st_mode) else st.st_size
@@ -72,7 +73,7 @@ def of_host(inode: int, st: os.stat_result, timeout: float,
         if stat.S_ISREG(st.st_mode):
             size = len(snapshot.content)
     return make(inode, st.st_mode, size=size, nlink=st.st_nlink, uid=st.st_uid, gid=st.st_gid,
-                rdev=st.st_rdev, mtime_ns=mtime, timeout=timeout)
+                rdev=st.st_rdev, mtime_ns=mtime, timeout=timeout, attr_timeout=attr_timeout)
 
 
 def absent(timeout: float) -> pyfuse3.EntryAttributes:

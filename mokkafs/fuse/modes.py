@@ -9,8 +9,9 @@ call for what differs between them.
   attribute timeouts no longer than a content's allowed staleness, and invalidation on swaps.
   Content the tree does not fix (counters, the host's sysfs) is described by a snapshot taken
   when its attributes are asked for (``mokkafs.fuse.snapshots``); the READ that follows serves
-  that same snapshot. Stock pyfuse3 cannot serve it: its read and readdir get the file handle,
-  which is 0 in this mode; ``native/pyfuse3/pass-inode-when-no-open.patch`` passes the inode.
+  that same snapshot. A host attribute not every user may read has none: it reports 4096.
+  Stock pyfuse3 cannot serve it: its read and readdir get the file handle, which is 0 in
+  this mode; ``native/pyfuse3/pass-inode-when-no-open.patch`` passes the inode.
 - ``keep-cache`` (``KeepCache``): every open reaches the daemon, which takes a per-open snapshot
   (``mokkafs.fuse.handles``) and answers ``keep_cache`` for static files and ``direct_io`` for
   dynamic ones. Works with any pyfuse3.
@@ -36,6 +37,7 @@ from mokkafs.fuse.rounds import PUSHED_TIMEOUT, Rounds
 from mokkafs.fuse.snapshots import Snapshots
 from mokkafs.fuse.view import Item, View
 from mokkafs.host.netns import OWN
+from mokkafs.host.sysfs import is_private
 from mokkafs.tree.build import Entry, Tree
 from mokkafs.tree.nodes import Dir, File
 
@@ -228,7 +230,16 @@ class NoOpen(Serving):
 
     def listed_host_attributes(self, node: HostNode,
                                st: os.stat_result) -> pyfuse3.EntryAttributes:
+        if is_private(st):
+            return self._private(node, st)
         return attrs.of_host(node.inode, st, node.timeout, self.snapshots.get(node.inode))
+
+    def _private(self, node: HostNode, st: os.stat_result) -> pyfuse3.EntryAttributes:
+        """A host attribute not every user may read: 4096, never read for a stat, and its
+        attributes never cached. A permitted reader's short READ shrinks the size the kernel
+        holds to the real length; the next stat, whoever asks, must see 4096 again."""
+        self.snapshots.forget(node.inode)  # one taken while it was for everyone
+        return attrs.of_host(node.inode, st, node.timeout, attr_timeout=0.0)
 
     def _dir_timeout(self, tree: Tree, directory: Entry) -> float:
         """The attribute timeout of a directory: short for one rounds keep the files of, so a
@@ -240,6 +251,8 @@ class NoOpen(Serving):
     async def host_attributes(self, node: HostNode,
                               st: os.stat_result) -> pyfuse3.EntryAttributes:
         assert self.view.host is not None
+        if is_private(st):
+            return self._private(node, st)
         content = await self.view.on_host(self.view.host.content, node, st)
         snap = self.snapshots.take(node.inode, content) if content is not None else None
         return attrs.of_host(node.inode, st, node.timeout, snap)

@@ -31,6 +31,14 @@ TEXT_ATTRIBUTE_SIZE = 4096
 MOUNT_FLAGS = linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC
 
 
+def is_private(st: os.stat_result) -> bool:
+    """A text attribute that not every user may read. Its length is shown as sysfs shows it
+    (4096), never learned from its content: the kernel caches one size per inode whoever
+    asked, and the daemon, being root, would read it for any caller's stat."""
+    return stat.S_ISREG(st.st_mode) and st.st_size == TEXT_ATTRIBUTE_SIZE \
+        and not st.st_mode & stat.S_IROTH
+
+
 class Sysfs:
     """One sysfs instance. ``rel`` paths are relative to its root ("" is the root). Methods
     raise OSError as os does; they do blocking I/O, so call them from a worker thread."""
@@ -113,8 +121,10 @@ class Sysfs:
     def text_attribute(self, rel: str, st: os.stat_result) -> bytes | None:
         """A text attribute's content, to learn its real length; None for anything else
         (binary attributes already report their size; directories and links have no content
-        to read), or when it cannot be read."""
-        if not stat.S_ISREG(st.st_mode) or st.st_size != TEXT_ATTRIBUTE_SIZE:
+        to read), for a private one (``is_private``: never read on a stat's behalf), or when
+        it cannot be read."""
+        if not stat.S_ISREG(st.st_mode) or st.st_size != TEXT_ATTRIBUTE_SIZE \
+                or is_private(st):
             return None
         try:
             return self.read(rel, TEXT_ATTRIBUTE_SIZE, 0)

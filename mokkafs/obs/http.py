@@ -5,8 +5,12 @@ only while the mount serves and follows its profile. A client on the node (a loo
 gets the facts as JSON; any other (a kubelet's probe, a neighbour on the pod network) only
 ``{"ready": ...}``: paths and errors are the node's business. HTTP is parsed by
 h11. The endpoint can never starve the view of file descriptors or the loop of time: at most
-``MAX_CONNECTIONS`` are served at once (more are closed as soon as accepted), each gets
-``REQUEST_TIMEOUT`` seconds, and metrics are rendered in a worker thread.
+``MAX_CONNECTIONS`` are served at once (more are closed as soon as accepted), each has
+``REQUEST_TIMEOUT`` seconds from its accept to its answer (one deadline, which no byte a
+client sends extends), and metrics are rendered in a worker thread.
+
+The probes' own listener (``--health``) serves /healthz and /readyz alone, with slots of its
+own: whatever clients hold the metrics port's slots, the kubelet's probes find a free one.
 """
 
 from __future__ import annotations
@@ -31,11 +35,11 @@ REQUEST_TIMEOUT = 2.0
 ACCEPT_BACKOFF = 0.1  # seconds between tries while accepting fails
 
 
-def parse_address(text: str) -> tuple[str, int]:
+def parse_address(text: str, flag: str = "--metrics") -> tuple[str, int]:
     """``127.0.0.1:9464``, ``[::1]:9464`` or ``:9464`` (loopback)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
-        raise MetricsError(f"--metrics {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
+        raise MetricsError(f"{flag} {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9464")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
@@ -52,12 +56,12 @@ def is_local(peer: object) -> bool:
     return bool((mapped or address).is_loopback)
 
 
-async def _answer(target: bytes, metrics: Metrics, status: Status,
+async def _answer(target: bytes, metrics: Metrics | None, status: Status,
                   local: bool) -> tuple[int, bytes, bytes]:
     """(status code, body, content type) for a GET of ``target`` by a client on the node
-    (``local``) or elsewhere."""
+    (``local``) or elsewhere; no /metrics without ``metrics`` (the probes' listener)."""
     path = target.split(b"?", 1)[0]
-    if path == b"/metrics":
+    if path == b"/metrics" and metrics is not None:
         body = await trio.to_thread.run_sync(metrics.exposition)
         return 200, body, CONTENT_TYPE.encode()
     if path == b"/healthz":
@@ -66,16 +70,19 @@ async def _answer(target: bytes, metrics: Metrics, status: Status,
         report = status.report() if local else {"ready": status.ready}
         return (200 if report["ready"] else 503, json.dumps(report, indent=1).encode() + b"\n",
                 b"application/json")
+    if metrics is None:
+        return 404, b"try /healthz, /readyz\n", b"text/plain"
     return 404, b"try /metrics, /healthz, /readyz\n", b"text/plain"
 
 
-async def _serve_one(stream: trio.SocketStream, metrics: Metrics, status: Status) -> None:
+async def _serve_one(stream: trio.SocketStream, metrics: Metrics | None, status: Status,
+                     deadline: float) -> None:
     conn = h11.Connection(h11.SERVER)
     try:
         local = is_local(stream.socket.getpeername())
     except OSError:  # gone already
         return
-    with trio.move_on_after(REQUEST_TIMEOUT):
+    with trio.move_on_at(deadline):
         try:
             while True:
                 event = conn.next_event()
@@ -110,7 +117,7 @@ async def _send(stream: trio.SocketStream, conn: h11.Connection, code: int, body
     await stream.send_all(out)
 
 
-async def _accept(listener: trio.SocketListener, metrics: Metrics, status: Status,
+async def _accept(listener: trio.SocketListener, metrics: Metrics | None, status: Status,
                   slots: trio.Semaphore, nursery: trio.Nursery) -> None:
     while True:
         try:
@@ -119,18 +126,20 @@ async def _accept(listener: trio.SocketListener, metrics: Metrics, status: Statu
             log.warning("metrics endpoint cannot accept a connection: %s", exc)
             await trio.sleep(ACCEPT_BACKOFF)
             continue
+        deadline = trio.current_time() + REQUEST_TIMEOUT  # from the accept, whatever follows
         try:
             slots.acquire_nowait()
         except trio.WouldBlock:  # full: shed it at once rather than queue it
             await stream.aclose()
             continue
-        nursery.start_soon(_connection, stream, metrics, status, slots)
+        nursery.start_soon(_connection, stream, metrics, status, slots, deadline)
 
 
-async def _connection(stream: trio.SocketStream, metrics: Metrics, status: Status,
-                      slots: trio.Semaphore) -> None:
+async def _connection(stream: trio.SocketStream, metrics: Metrics | None, status: Status,
+                      slots: trio.Semaphore, deadline: float | None = None) -> None:
     try:
-        await _serve_one(stream, metrics, status)
+        await _serve_one(stream, metrics, status,
+                         trio.current_time() + REQUEST_TIMEOUT if deadline is None else deadline)
     except Exception:  # a connection's failure ends that connection, never the daemon
         log.exception("metrics endpoint: a connection failed")
     finally:
@@ -139,18 +148,21 @@ async def _connection(stream: trio.SocketStream, metrics: Metrics, status: Statu
             await stream.aclose()
 
 
-async def serve_http(address: str, metrics: Metrics, status: Status, *,
+async def serve_http(address: str, metrics: Metrics | None, status: Status, *,
                      max_connections: int = MAX_CONNECTIONS,
                      task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until cancelled; reports the bound port through ``task_status``. Raises
+    """Serve until cancelled; reports the bound port through ``task_status``. Without
+    ``metrics`` this is the probes' listener (``--health``): /healthz and /readyz only. Raises
     ``MetricsError`` when the address cannot be bound."""
-    host, port = parse_address(address)
+    flag = "--metrics" if metrics is not None else "--health"
+    host, port = parse_address(address, flag)
     try:
         listeners = await trio.open_tcp_listeners(port, host=host)
     except OSError as exc:
-        raise MetricsError(f"--metrics {address}: cannot listen there: {exc.strerror}") from None
+        raise MetricsError(f"{flag} {address}: cannot listen there: {exc.strerror}") from None
     bound = listeners[0].socket.getsockname()[1]
-    log.info("metrics and health on http://%s:%d/", host, bound)
+    what = "metrics and health" if metrics is not None else "health probes"
+    log.info("%s on http://%s:%d/", what, host, bound)
     slots = trio.Semaphore(max_connections)
     try:
         async with trio.open_nursery() as nursery:

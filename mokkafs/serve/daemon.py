@@ -84,6 +84,7 @@ class Config:
     mountpoint: Path
     cache_mode: CacheMode = CacheMode.KEEP_CACHE
     metrics: str | None = None
+    health: str | None = None  # the probes' own listener: /healthz and /readyz
     control: Path | None = None
     cdi: CdiConfig | None = None
     runtime_dir: Path = Path("/run/mokkafs-runtime")
@@ -169,6 +170,8 @@ async def serve(config: Config, wiring: Wiring) -> None:
         stack.callback(outer.cancel_scope.cancel)
         if config.metrics is not None:
             await outer.start(serve_http, config.metrics, metrics, status)
+        if config.health is not None:
+            await outer.start(serve_http, config.health, None, status)
         netns = None
         if state.host.sysfs:
             netns = NetnsSysfs(config.runtime_dir / "scratch", proc=wiring.proc)

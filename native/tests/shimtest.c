@@ -65,6 +65,20 @@ static int fd_reads(int fd, const char *want) {
     return n > 0 && strcmp(buf, want) == 0;
 }
 
+/* mokkafs_fold's physical step: keep each directory as written, or resolve one link. */
+static int as_written(char *dir, size_t size, void *ctx) {
+    (void)dir, (void)size, (void)ctx;
+    return -1;
+}
+
+static int link_target(char *dir, size_t size, void *ctx) {
+    (void)ctx;
+    if (strcmp(dir, "/sys/bus/pci/devices/link") != 0)
+        return -1;
+    snprintf(dir, size, "/sys/devices/pci0000:00/0000:00:01.0");
+    return 0;
+}
+
 static void test_path_map(void) {
     CHECK(mokkafs_redirected("/sys/class/infiniband"), "prefix itself");
     CHECK(mokkafs_redirected("/sys/class/infiniband/mlx5_0"), "below a prefix");
@@ -81,6 +95,17 @@ static void test_path_map(void) {
               strcmp(out, "/sys/class/net/eth0") == 0, "join folds . and ..");
     CHECK(mokkafs_join("/", "sys", out, sizeof out) == 0 && strcmp(out, "/sys") == 0,
           "join from /");
+    CHECK(mokkafs_climbs("/sys/bus/pci/..") && mokkafs_climbs("/dev/x/../y") &&
+              !mokkafs_climbs("/sys/bus/pci/..x") && !mokkafs_climbs("/usr/../sys") &&
+              !mokkafs_climbs("sys/.."), "which paths climb");
+    CHECK(mokkafs_fold("/sys/bus/pci/../../../../../x/./y/", out, sizeof out, as_written,
+                       NULL) == 0 && strcmp(out, "/x/y/") == 0, "fold stops at /");
+    CHECK(mokkafs_fold("/sys/bus/pci/devices/link/../z", out, sizeof out, link_target,
+                       NULL) == 0 && strcmp(out, "/sys/devices/pci0000:00/z") == 0,
+          "fold climbs a link's target");
+    CHECK(mokkafs_fold("/sys/../..", out, sizeof out, as_written, NULL) == 0 &&
+              strcmp(out, "/") == 0, "fold to /");
+    CHECK(mokkafs_fold("/sys/x", out, 4, as_written, NULL) == -1, "fold that cannot fit");
 }
 
 static void test_open_family(void) {

@@ -75,6 +75,13 @@ def test_default_values() -> None:
     assert env == {"NODE_NAME": "spec.nodeName", "POD_IP": "status.podIP"}
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    # The probes go to their own listener, never to the metrics port's slots.
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert c["livenessProbe"]["httpGet"]["port"] == "health"
+    assert c["readinessProbe"]["httpGet"]["port"] == "health"
+    assert f"--health=$(POD_IP):{ports['health']}" in c["args"]
+    assert f"--metrics=$(POD_IP):{ports['metrics']}" in c["args"]
+    assert ports["health"] != ports["metrics"]
     assert "--node-name=$(NODE_NAME)" in c["args"]
     assert "--cdi-hook=/opt/mokkafs/bin/mokkafs-hook" in c["args"]
     assert c["args"][-1] == "/run/mokkafs/node"

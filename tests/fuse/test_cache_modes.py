@@ -92,6 +92,53 @@ def test_sizes_are_exact_where_page_caches_serve(tmp_path: Path, mode: str) -> N
                 assert os.stat(f).st_size == 4096
 
 
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def private_attribute(sys: Path) -> tuple[Path, bytes]:
+    """A host text attribute under ``sys`` that root alone may read, found through the view,
+    and what root reads of it: one shorter than the 4096 sysfs reports, so an exact length
+    would show."""
+    for top, _, files in os.walk(sys / "kernel/mm"):
+        for name in sorted(files):
+            path = Path(top, name)
+            st = path.lstat()
+            if st.st_uid == 0 and st.st_mode & 0o400 and not st.st_mode & 0o044:
+                try:
+                    data = path.read_bytes()
+                except OSError:
+                    continue
+                if 0 < len(data) < 4096:
+                    return path, data
+    raise AssertionError(f"no root-only text attribute below {sys}/kernel/mm on this host")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_host_attribute_only_root_may_read_shows_only_sysfs_size(tmp_path: Path,
+                                                                   mode: str) -> None:
+    """The kernel caches one size per inode for every caller: a root-only attribute's must
+    be sysfs's 4096, or an unprivileged stat shows its exact length (and makes the daemon
+    read it for them). Root still reads it whole, without NUL padding."""
+    with served(tmp_path, mode) as (mount, url):
+        path, data = private_attribute(mount.sys)
+        assert b"\0" not in data
+        where = os.open(mount.path, os.O_PATH | os.O_DIRECTORY)
+        try:
+            rel = f"/dev/fd/{where}/{path.relative_to(mount.path)}"  # past /tmp's 0700 dirs
+            for _ in range(2):  # right after root read it (the kernel now holds its length)
+                before = requests(url)
+                size = subprocess.run([*NOBODY, "stat", "-L", "-c", "%s", rel], check=True,
+                                      pass_fds=(where,), capture_output=True, text=True)
+                assert size.stdout == "4096\n"
+                refused = subprocess.run([*NOBODY, "cat", rel], pass_fds=(where,),
+                                         capture_output=True, text=True)
+                assert refused.returncode != 0 and "Permission denied" in refused.stderr
+                assert "read" not in delta(before, requests(url))
+                assert path.read_bytes() == data  # root's read: whole, no padding
+        finally:
+            os.close(where)
+
+
 # A clock the test drives, and what port_xmit_data of the default 12.5 MB/s shows at each of
 # its readings with a 200 ms quantum (4-byte words since the start at 1000 s):
 # 1000.1 -> step 1000.0 -> 0; 1000.3 -> 1000.2 -> 625,000; 1003.71 -> 1003.6 -> 11,250,000;

@@ -1,7 +1,8 @@
 """Hostile input and hostile neighbours on a real mount: no update crashes the daemon, no stat
 reads a file of another filesystem, a flood of metrics connections cannot starve the view,
-each network namespace sees its own interfaces, and stopping (or being killed) leaves nothing
-behind that the next daemon or ``mokkafs cleanup`` does not undo."""
+slow clients of the metrics port cannot fail the probes, each network namespace sees its own
+interfaces, and stopping (or being killed) leaves nothing behind that the next daemon or
+``mokkafs cleanup`` does not undo."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +25,7 @@ import pytest
 
 from mokkafs.host.mountinfo import mounts_of
 from tests.helpers.live import Live, live_mount, profile_text, rename_over
-from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
+from tests.helpers.mounts import REPO, free_port, mokkafs_mount, wait_for
 
 BROKEN = [sys.executable, "-m", "tests.helpers.serve_broken"]
 TWO_GPUS = """\
@@ -230,15 +232,80 @@ def test_a_flood_of_metrics_connections_cannot_starve_the_view(tmp_path: Path) -
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def _healthz(port: int) -> int:
+def test_slow_clients_of_the_metrics_port_cannot_fail_the_probes(tmp_path: Path) -> None:
+    """40 clients each send a byte of an endless request every half second to the metrics
+    port, and connect again whenever it closes them: they hold all its slots. Meanwhile every
+    probe of the probes' own port answers 200, the client waiting no longer than the chart's
+    probes do (the kubelet's bound on the answer, kept as the socket's timeout)."""
+    from tests.deploy.test_helm import container, render
+
+    probes = container(render({}))
+    timeout = float(probes["livenessProbe"]["timeoutSeconds"])
+    assert probes["readinessProbe"]["timeoutSeconds"] == timeout
+    health = free_port()
+    stop = threading.Event()
+    connects: list[int] = []  # one item a connection (append is atomic)
+
+    def slow_client(port: int) -> None:
+        sock: socket.socket | None = None
+        while not stop.wait(0.5):  # a byte every half second, a new connection when shed
+            try:
+                if sock is not None and _closed(sock):
+                    sock.close()
+                    sock = None
+                if sock is None:
+                    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: ")
+                    connects.append(1)
+                sock.sendall(b"a")
+            except OSError:
+                if sock is not None:
+                    sock.close()
+                sock = None
+        if sock is not None:
+            sock.close()
+
+    with live_mount(tmp_path, extra=["--health", f"127.0.0.1:{health}"]) as live:
+        port = int(live.url.rsplit(":", 1)[1])
+        flood = [threading.Thread(target=slow_client, args=(port,)) for _ in range(40)]
+        for thread in flood:
+            thread.start()
+        try:
+            wait_for(lambda: _healthz(port, timeout) == 0, 30, "the metrics port's slots held")
+            answers: list[tuple[int, int]] = []
+            # Probe while the flood goes through some rounds of the metrics port's deadline.
+            while len(connects) < 3 * 40 or len(answers) < 12:
+                answers.append((_healthz(health, timeout, "/healthz"),
+                                _healthz(health, timeout, "/readyz")))
+                assert len(answers) < 100_000, "the flood's clients stopped reconnecting"
+            assert set(answers) == {(200, 200)}, answers
+        finally:
+            stop.set()
+            for thread in flood:
+                thread.join()
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the peer has closed ``sock`` (a read would return end of file)."""
+    sock.setblocking(False)
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-        conn.request("GET", "/healthz")
-        status = conn.getresponse().status
-        conn.close()
-        return status
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    finally:
+        sock.settimeout(5)
+
+
+def _healthz(port: int, timeout: float = 2, path: str = "/healthz") -> int:
+    """The status of a GET of ``path``; 0 when the connection is shed or times out."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        return conn.getresponse().status
     except (OSError, http.client.HTTPException):
         return 0
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM])

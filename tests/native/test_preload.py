@@ -140,3 +140,37 @@ def test_go_static_binaries_bypass_the_shim(served: Mount, ibdump: Path) -> None
     through_mount = subprocess.run([str(ibdump), str(served.sys)], capture_output=True,
                                    text=True, timeout=60, check=True)
     assert "mlx5_0" in through_mount.stdout  # the same binary sees the view through the mount
+
+
+def test_dot_dot_climbs_the_kernels_namespace_never_out_of_the_mount(served: Mount) -> None:
+    """``..`` in a redirected path is the kernel namespace's: climbing past ``/sys`` reaches
+    the host's ``/``, never the directory the mount sits in, and links in the view are
+    climbed out of physically, as the kernel does."""
+    env = preload_env(served)
+    beside = served.path.parent / "secret"
+    beside.write_text("beside the mountpoint\n")
+    try:
+        # Each climbs one above "/": naively mapped, one above the mount, to the beside-file.
+        for path in ("/sys/bus/pci/../../../../secret",
+                     "/sys/class/infiniband/../../../../secret",
+                     "/sys/bus/pci/devices/../../../../../secret",
+                     "/dev/infiniband/../../../secret",
+                     "/proc/driver/nvidia/../../../../secret",
+                     "/sys/bus/pci/./../../..//../secret"):
+            result = subprocess.run(["cat", path], capture_output=True, text=True, timeout=60,
+                                    env={**os.environ, **env})
+            assert result.returncode == 1 and "No such file" in result.stderr, (path, result)
+            assert "beside" not in result.stdout
+        # Out of the view to the host's /dev/null, as the kernel resolves it (1:3 in hex).
+        assert run_with(env, "stat", "-c", "%t:%T", "/dev/infiniband/../null") == "1:3\n"
+        # Back into the view from above it.
+        state = state_of("h100", node_name="node-a")
+        bdf = state.gpus()[0].bdf
+        assert run_with(env, "cat", f"/sys/bus/pci/../../../sys/bus/pci/devices/{bdf}/vendor") \
+            == "0x10de\n"
+        # A link's ".." is its target's parent: the GPU's upstream port, not devices/.
+        upstream = (served.path / state.gpus()[0].path).parent
+        assert run_with(env, "stat", "-c", "%i", f"/sys/bus/pci/devices/{bdf}/..") \
+            == f"{upstream.stat().st_ino}\n"
+    finally:
+        beside.unlink()

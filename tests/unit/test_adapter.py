@@ -78,6 +78,26 @@ class BrokenSysfs(Sysfs):
         raise OSError(errno.EMFILE, "Too many open files")
 
 
+class TextSysfs(Sysfs):
+    """Sizes every file 4096, as sysfs sizes its text attributes, and records each read."""
+
+    reads: list[str]
+
+    def lstat(self, rel: str) -> os.stat_result:
+        st = super().lstat(rel)
+        if not stat.S_ISREG(st.st_mode):
+            return st
+        fields = list(st)
+        fields[stat.ST_SIZE] = 4096
+        extra = ("st_atime_ns", "st_mtime_ns", "st_ctime_ns", "st_blksize", "st_blocks",
+                 "st_rdev")
+        return os.stat_result(fields, {name: getattr(st, name) for name in extra})
+
+    def read(self, rel: str, size: int, offset: int) -> bytes:
+        self.reads.append(rel)
+        return super().read(rel, size, offset)
+
+
 def host_root(tmp_path: Path) -> Path:
     root = tmp_path / "hostsys"
     (root / "kernel/mm").mkdir(parents=True)
@@ -223,6 +243,53 @@ def test_merged_listing_and_host_nodes(tmp_path: Path, mode: CacheMode) -> None:
             assert await ops.read(online.st_ino, 0, 4096) == b"0-1\n"
         await ops.forget([(online.st_ino, 1)])
         assert host.node(online.st_ino) is None and host.held == 2  # the kernel let go
+
+    run(main)
+
+
+@pytest.mark.parametrize("mode", list(CacheMode))
+def test_a_host_attribute_not_everyone_may_read_is_never_read_for_a_stat(
+        tmp_path: Path, mode: CacheMode) -> None:
+    """Its size is 4096 whoever asks (the kernel caches one size for every caller), the daemon
+    reads it for no stat, and the kernel is told to keep no attributes of it: a permitted
+    reader's short read shrinks the size the kernel holds, and the next stat must ask."""
+    root = host_root(tmp_path)
+    (root / "kernel/mm/secret").write_text("a secret of 25 bytes ...\n")
+    (root / "kernel/mm/secret").chmod(0o600)
+    (root / "kernel/mm/public").write_text("42\n")
+    instances = Instances(root)
+    sysfs = TextSysfs(instances.own.fd, "fake")
+    sysfs.reads = []
+    instances.own = sysfs
+    view = View(TreeHolder(small_tree()), HostView(instances), clock=Clock())
+    ops = Operations(view, serving(mode, view))
+    nobody = cast(pyfuse3.RequestContext, SimpleNamespace(pid=os.getpid(), uid=65534,
+                                                           gid=65534, umask=0))
+
+    async def main() -> None:
+        kernel_mm = await lookup_path(ops, "sys/kernel/mm")
+        for ctx in (nobody, CTX):
+            secret = await ops.lookup(kernel_mm.st_ino, b"secret", ctx)
+            assert secret.st_size == 4096 and sysfs.reads == []
+            again = await ops.getattr(secret.st_ino, ctx)
+            assert again.st_size == 4096 and sysfs.reads == []
+            if mode is CacheMode.NO_OPEN:
+                assert secret.attr_timeout == again.attr_timeout == 0
+        listed = {name: attrs for name, attrs, _ in await ops.serving.entries(
+            await ops.serving.opendir(kernel_mm.st_ino) if mode is CacheMode.KEEP_CACHE
+            else kernel_mm.st_ino)}
+        assert listed["secret"].st_size == 4096 and sysfs.reads == []
+        public = await ops.lookup(kernel_mm.st_ino, b"public", nobody)
+        if mode is CacheMode.NO_OPEN:  # for everyone: its real length, read to learn it
+            assert public.st_size == 3 and sysfs.reads == ["kernel/mm/public"]
+            # A permitted reader (the kernel checked the mode bits) reads it afresh.
+            assert await ops.read(secret.st_ino, 0, 4096) == b"a secret of 25 bytes ...\n"
+        else:
+            assert public.st_size == 4096 and sysfs.reads == []
+            handle = await ops.open(secret.st_ino, os.O_RDONLY, CTX)
+            assert handle.direct_io
+            assert await ops.read(handle.fh, 0, 4096) == b"a secret of 25 bytes ...\n"
+            await ops.release(handle.fh)
 
     run(main)
 

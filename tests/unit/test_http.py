@@ -18,11 +18,12 @@ from mokkafs.obs.status import Status
 
 
 @asynccontextmanager
-async def endpoint(status: Status, max_connections: int = 16) -> AsyncIterator[int]:
+async def endpoint(status: Status, max_connections: int = 16,
+                   probes_only: bool = False) -> AsyncIterator[int]:
     async with trio.open_nursery() as nursery:
         port = await nursery.start(lambda task_status: serve_http(
-            "127.0.0.1:0", Metrics(status), status, max_connections=max_connections,
-            task_status=task_status))
+            "127.0.0.1:0", None if probes_only else Metrics(status), status,
+            max_connections=max_connections, task_status=task_status))
         yield port
         nursery.cancel_scope.cancel()
 
@@ -84,6 +85,25 @@ def test_answers() -> None:
     trio.run(main)
 
 
+def test_the_probes_listener_serves_the_probes_alone() -> None:
+    """``--health``: /healthz and /readyz, and no /metrics (scrapes stay on their own port)."""
+    status = Status(serving=True, generation=3)
+
+    async def main() -> None:
+        async with endpoint(status, probes_only=True) as port:
+            line, _, body = head_and_body(
+                await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert (line, body) == ("HTTP/1.1 200 OK", b"ok\n")
+            line, _, body = head_and_body(
+                await exchange(port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert line == "HTTP/1.1 200 OK" and json.loads(body)["generation"] == 3
+            line, _, body = head_and_body(
+                await exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"))
+            assert (line, body) == ("HTTP/1.1 404 Not Found", b"try /healthz, /readyz\n")
+
+    trio.run(main)
+
+
 def test_connections_beyond_the_cap_are_shed_and_service_goes_on() -> None:
     status = Status(serving=True)
 
@@ -112,6 +132,8 @@ def test_bad_addresses_are_metrics_errors(text: str) -> None:
         parse_address(text)
     assert parse_address(":9464") == ("127.0.0.1", 9464)
     assert parse_address("[::1]:9464") == ("::1", 9464)
+    with pytest.raises(MetricsError, match=r"^--health '9465': expected HOST:PORT"):
+        parse_address("9465", "--health")
 
 
 def test_an_address_in_use_is_a_metrics_error() -> None:
@@ -119,8 +141,10 @@ def test_an_address_in_use_is_a_metrics_error() -> None:
         listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
         port = listeners[0].socket.getsockname()[1]
         try:
-            with pytest.raises(MetricsError, match="cannot listen there"):
+            with pytest.raises(MetricsError, match=r"^--metrics .*cannot listen there"):
                 await serve_http(f"127.0.0.1:{port}", Metrics(Status()), Status())
+            with pytest.raises(MetricsError, match=r"^--health .*cannot listen there"):
+                await serve_http(f"127.0.0.1:{port}", None, Status())
         finally:
             for listener in listeners:
                 await listener.aclose()
