@@ -35,10 +35,10 @@ from mokkafs.errors import (
     UsageError,
     internal_error,
 )
+from mokkafs.faults.book import FaultBook
 from mokkafs.obs.status import Status
 from mokkafs.profile.load import parse_as
 from mokkafs.profile.schema import FaultFile
-from mokkafs.serve.faults import FaultBook
 from mokkafs.serve.swap import Swapper
 from mokkafs.state import State
 

@@ -2,11 +2,11 @@
 one assignment, then tell the kernel what changed (from a worker thread), and record the result.
 
 Three things change the view: a new State from the source (the profile), a change of the
-faults applied at run time (``mokkafs fault``, through ``FaultBook``), and the clock reaching a
-fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through ``_install``, one
-at a time: ``state`` is the State with its faults (their origins set, counters carried, in
-the build's worker thread), and the view is ``at(state, when)``, the State as its faults make
-it at that time.
+faults applied at run time (``mokkafs fault``, through ``faults.book.FaultBook``), and the
+clock reaching a fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through
+``_install``, one at a time: ``state`` is the State with its faults (their origins set,
+counters carried, in the build's worker thread), and the view is ``at(state, when)``, the
+State as its faults make it at that time.
 
 An update that carries an error changes nothing that is served: the last good State stays, and
 the error shows in /readyz, the metrics and the log. So does any failure while applying a good
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 import trio
 
 from mokkafs.errors import MokkafsError, internal_error
+from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import at, carry
 from mokkafs.faults.schedule import status
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
-from mokkafs.serve.faults import FaultBook
 from mokkafs.source import Update
 from mokkafs.state import State
 from mokkafs.tree.build import Tree

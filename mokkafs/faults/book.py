@@ -1,0 +1,81 @@
+"""The faults applied at run time (through the control socket), kept as written, and resolved
+against every new profile State: a fault whose target a profile swap removes ends, with a log
+line. Clearing a profile's own fault holds it off until the profile changes that fault's
+definition. Pure: the daemon (``mokkafs.serve``) owns one and changes it under its lock."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field, replace
+
+from mokkafs.errors import FaultError, UsageError
+from mokkafs.profile.faults import compile_faults
+from mokkafs.profile.load import Problems
+from mokkafs.profile.schema import Fault
+from mokkafs.state import FaultSpec, State
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FaultBook:
+    control: dict[str, Fault] = field(default_factory=dict)  # by name, in order applied
+    held: dict[str, FaultSpec] = field(default_factory=dict)  # cleared profile faults
+    # Applies of each name: applying a fault again (an ended one, to run the scenario again)
+    # makes it a new one, whose timing starts then, even if nothing in it changed.
+    applies: dict[str, int] = field(default_factory=dict)
+
+    def copy(self) -> FaultBook:
+        return copy.deepcopy(self)
+
+    def apply(self, faults: list[Fault], profile: State, filename: str) -> None:
+        """Add (or replace, by name) faults; raises ``FaultError`` naming every problem."""
+        problems = Problems(filename, {})
+        compile_faults(faults, profile, ("faults",), problems, "control")
+        own = {f.name for f in profile.faults}
+        for i, fault in enumerate(faults):
+            if fault.name in own:
+                problems.add(("faults", i, "name"), f"{fault.name} is a fault of the profile; "
+                             "give this one a name of its own")
+        if problems.items:
+            raise FaultError(filename, problems.items)
+        for fault in faults:
+            self.control.pop(fault.name, None)
+            self.control[fault.name] = fault
+            self.applies[fault.name] = self.applies.get(fault.name, 0) + 1
+
+    def clear(self, names: list[str], profile: State) -> None:
+        """Clear faults by name (none: all of them); raises ``UsageError`` for a name that no
+        fault has."""
+        own = {f.name: f for f in profile.faults}
+        unknown = [n for n in names if n not in self.control and n not in own]
+        if unknown:
+            known = ", ".join([*self.control, *own]) or "none"
+            raise UsageError(f"no fault named {', '.join(unknown)} (the node's faults: "
+                             f"{known}); nothing was cleared")
+        for name in names or [*self.control, *own]:
+            if name in self.control:
+                del self.control[name]
+            else:
+                self.held[name] = own[name].definition()
+
+    def merge(self, profile: State) -> State:
+        """``profile`` with the faults applied at run time, and without those cleared."""
+        own = [f for f in profile.faults
+               if self.held.get(f.name) != f.definition()]
+        self.held = {n: d for n, d in self.held.items()
+                     if any(f.name == n and f.definition() == d for f in profile.faults)}
+        names = {f.name for f in profile.faults}
+        added: list[FaultSpec] = []
+        for name, fault in list(self.control.items()):
+            problems = Problems("the control socket", {})
+            specs = compile_faults([fault], profile, ("faults",), problems, "control")
+            if name in names or not specs:
+                why = "the profile now has a fault of that name" if name in names else \
+                    "; ".join(p.message for p in problems.items)
+                log.warning("fault %s ends: %s", name, why)
+                del self.control[name]
+                continue
+            added += [replace(spec, revision=self.applies.get(name, 1) - 1) for spec in specs]
+        return replace(profile, faults=(*own, *added))
