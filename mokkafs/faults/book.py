@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field, replace
 
 from mokkafs.errors import FaultError, UsageError
-from mokkafs.profile.faults import compile_faults
+from mokkafs.profile.faults import compile_faults, over_bounds
 from mokkafs.profile.load import Problems
 from mokkafs.profile.schema import Fault
 from mokkafs.state import FaultSpec, State
@@ -32,12 +32,23 @@ class FaultBook:
     def apply(self, faults: list[Fault], profile: State, filename: str) -> None:
         """Add (or replace, by name) faults; raises ``FaultError`` naming every problem."""
         problems = Problems(filename, {})
-        compile_faults(faults, profile, ("faults",), problems, "control")
+        specs = compile_faults(faults, profile, ("faults",), problems, "control")
         own = {f.name for f in profile.faults}
         for i, fault in enumerate(faults):
             if fault.name in own:
                 problems.add(("faults", i, "name"), f"{fault.name} is a fault of the profile; "
                              "give this one a name of its own")
+        # The node's bound counts every source: the profile's faults (but those cleared) and
+        # the control socket's, with this file's replacing those of the same names.
+        names = {f.name for f in faults}
+        held: list[Fault | FaultSpec] = [
+            f for f in profile.faults if self.held.get(f.name) != f.definition()]
+        held += [f for n, f in self.control.items() if n not in names]
+        why = over_bounds([*held, *specs])
+        if why is not None and not problems.items:
+            problems.add(("faults",), f"with the {len(held)} faults the node holds already "
+                         f"(the profile's and the control socket's), {why}; clear some first "
+                         "(mokkafs fault clear NAME)")
         if problems.items:
             raise FaultError(filename, problems.items)
         for fault in faults:
@@ -78,4 +89,10 @@ class FaultBook:
                 del self.control[name]
                 continue
             added += [replace(spec, revision=self.applies.get(name, 1) - 1) for spec in specs]
+        # A profile that grew: the newest faults applied at run time give way.
+        while added and (bound := over_bounds([*own, *added])) is not None:
+            gone = added.pop()
+            log.warning("fault %s ends: with the profile's faults the node would hold %s",
+                        gone.name, bound)
+            del self.control[gone.name]
         return replace(profile, faults=(*own, *added))

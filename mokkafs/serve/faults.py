@@ -3,12 +3,15 @@
 ``mokkafs.faults.book``).
 
 The scheduler sleeps until the next transition (no polling, nothing runs while nothing
-changes), builds the view of that instant shortly before it, and swaps it in at the time.
+changes), builds the view of that instant shortly before it, and swaps it in at the time. It
+installs at most one view every ``MIN_GAP`` seconds, and one that wakes late installs the view
+of now: transitions it missed are skipped, never replayed.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEAD = 0.5  # seconds before a transition its view is built
+MIN_GAP = 0.1  # seconds between two transitions at least: 10 views a second at most
 
 
 @dataclass
@@ -33,6 +37,7 @@ class FaultScheduler:
     swapper: Swapper
     clock: Callable[[], float]
     sleep_until: Callable[[float], Awaitable[None]]
+    _last: float = -math.inf  # when the last transition installed took effect
 
     async def run(self) -> None:
         while True:
@@ -46,24 +51,35 @@ class FaultScheduler:
                 await changed.wait()
 
     async def _next(self, changed: trio.Event) -> None:
-        # From the time the view shows, not the clock's: a transition the clock has already
-        # passed (a slow build, a clock that jumps) is installed late, never skipped.
-        version = self.swapper.version
-        when = next_change(self.swapper.state.faults, self.swapper.shown_at)
+        # From the time the view shows, not the clock's, and no sooner than ``MIN_GAP`` after
+        # the last transition: faults cost what their effect costs, never what their schedule
+        # asks (edges closer together than that are served as one view).
+        version, faults = self.swapper.version, self.swapper.state.faults
+        when = next_change(faults, self.swapper.shown_at)
         if when is None:
             await changed.wait()
             return
+        when = max(when, self._last + MIN_GAP)
         if not await self._until(when - LEAD, changed):
             return
         prepared = await self.swapper.prepare(when)
         if prepared is None:  # cannot be built (logged and reported): only a new view can help
             await changed.wait()
             return
-        if await self._until(when, changed) and \
-                await self.swapper.transition(prepared, when, version) is None:
+        if not await self._until(when, changed):
+            return
+        # Woken late (a slow build, a clock that jumps, a stopped process), past more edges
+        # than this one: the view of now, once; the transitions between are never replayed.
+        now = self.clock()
+        passed = next_change(faults, when)
+        if passed is not None and passed <= now:
+            prepared, when = None, now
+        if await self.swapper.transition(prepared, when, version) is None:
             # Not installed: another view came first (``changed`` is set, so this returns at
             # once), or it cannot be built, which trying again before a change would repeat.
             await changed.wait()
+        else:
+            self._last = when
 
     async def _until(self, when: float, changed: trio.Event) -> bool:
         """Wait for the clock to reach ``when``; False if the view changed meanwhile."""
