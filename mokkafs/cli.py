@@ -110,6 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("--control", type=Path, default=None, metavar="PATH",
                        help="serve a control socket there (mode 0600, in a directory only "
                             "root may write) for `mokkafs fault`")
+    mount.add_argument("--state-dir", type=Path, default=None, metavar="DIR",
+                       help="keep what changes at run time (faults applied over the control "
+                            "socket) there, for the next daemon, in <the mountpoint, "
+                            "systemd-escaped>.json (a directory only root may write; default: "
+                            "the control socket's directory)")
     _cdi_args(mount)
     mount.add_argument("--cdi-version", default=None,
                        help=f"CDI version of that spec (default {DEFAULT_VERSION})")
@@ -155,7 +160,8 @@ def _parser() -> argparse.ArgumentParser:
     apply.add_argument("file", type=Path)
     clear = verbs.add_parser("clear", help="clear faults by name (none: all of them)")
     clear.add_argument("names", nargs="*")
-    verbs.add_parser("list", help="one line per fault: name, kind, target, state")
+    verbs.add_parser("list", help="one line per fault: name, kind, target, state, source "
+                     "(restored: kept from a daemon before), seconds left (-: until cleared)")
 
     rend = sub.add_parser("render", help="write the view to DEST as plain files")
     _profile_args(rend)
@@ -265,6 +271,7 @@ def wire(args: argparse.Namespace,
     config = Config(
         mountpoint=args.mountpoint, cache_mode=choose(args.cache_mode), metrics=args.metrics,
         health=args.health, control=args.control,
+        state_dir=args.state_dir or (args.control.parent if args.control else None),
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
                       args.cdi_hook) if args.cdi_dir else None,
         runtime_dir=args.runtime_dir)
@@ -355,7 +362,9 @@ def _cmd_fault(args: argparse.Namespace) -> int:
     answer = request(args.control, message)
     if args.verb == "list":
         for f in answer["faults"]:
-            print(f"{f['name']}\t{f['kind']}\t{f['target']}\t{f['state']}")
+            source = f"{f['source']} (restored)" if f.get("restored") else f["source"]
+            left = "-" if f.get("remaining") is None else f"{f['remaining']:.1f}s"
+            print(f"{f['name']}\t{f['kind']}\t{f['target']}\t{f['state']}\t{source}\t{left}")
     return 0
 
 

@@ -247,6 +247,7 @@ class FaultSpec:
     rate_gbps: int | None = None
     gen: int | None = None
     revision: int = 0  # how many times before the control socket applied it: each is anew
+    restored: bool = False  # applied at run time before the daemon restarted (a state file)
     origin: float | None = None
 
     def definition(self) -> FaultSpec:

@@ -47,3 +47,11 @@ def next_change(specs: Iterable[FaultSpec], now: float) -> float | None:
     edges = [t for spec in specs for span in windows(spec) for t in span
              if now < t < math.inf]
     return min(edges, default=None)
+
+
+def remaining(spec: FaultSpec, now: float) -> float | None:
+    """Seconds from ``now`` until the fault's last window ends (None: it never does)."""
+    spans = windows(spec)
+    if not spans or math.isinf(spans[-1][1]):
+        return None
+    return max(0.0, spans[-1][1] - now)

@@ -126,7 +126,7 @@ def status_families(s: Status) -> Iterator[Family]:
     yield counter("mokkafs_source_errors",
                   "Loads that failed; the last good State stays in force", s.source_errors)
     failed = counter("mokkafs_apply_errors", "Failures while applying a loaded State, by stage")
-    for stage in ("build", "invalidate", "publish"):
+    for stage in ("build", "invalidate", "publish", "persist"):
         failed.add(s.apply_errors.get(stage, 0), (("stage", stage),))
     yield failed
     yield counter("mokkafs_invalidations", "Kernel cache invalidations sent after swaps",
@@ -141,6 +141,11 @@ def status_families(s: Status) -> Iterator[Family]:
     for (kind, to), count in sorted(s.fault_transitions.items()):
         moved.add(count, (("kind", kind), ("to", to)))
     yield moved
+    yield gauge("mokkafs_faults_restored",
+                "Faults the state file gave back when the daemon started", len(s.restored))
+    yield gauge("mokkafs_state_file_refused",
+                "1 if the state file was refused when the daemon started (see /readyz)",
+                int(s.state_refused is not None))
 
 
 REQUEST_SECONDS = ("mokkafs_fuse_request_duration_seconds",

@@ -41,10 +41,16 @@ class Status:
     apply_errors: dict[str, int] = field(default_factory=dict)  # stage -> failures
     invalidations: int = 0
     # every fault of the State served: name, kind, target, state (pending|active|ended|off),
-    # source (profile|control); transitions counted by (kind, state entered)
-    faults: list[dict[str, str]] = field(default_factory=list)
+    # source (profile|control), restored (kept from a daemon before); transitions counted
+    # by (kind, state entered)
+    faults: list[dict[str, str | bool]] = field(default_factory=list)
     fault_states: dict[str, str] = field(default_factory=dict)
     fault_transitions: dict[tuple[str, str], int] = field(default_factory=dict)
+    # the state file (run-time changes kept across restarts): where, which faults it gave
+    # back at the start, and why it was refused, if it was
+    state_file: str | None = None
+    restored: list[str] = field(default_factory=list)
+    state_refused: str | None = None
 
     @property
     def following(self) -> bool:
@@ -76,6 +82,8 @@ class Status:
             "cache_mode": self.cache_mode,
             "compile_pid": self.watch.compile_pid if self.watch is not None else None,
             "faults": [f for f in self.faults if f["state"] == "active"],
+            "state": {"file": self.state_file, "restored": self.restored,
+                      "refused": self.state_refused},
             "surfaces": {name: {"status": "ok" if self.serving else "not serving",
                                 "nodes": nodes, "generation": self.generation}
                          for name, nodes in self.surfaces.items()},

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Literal
 
 from mokkafs.profile.load import Problems, YamlPath
-from mokkafs.profile.schema import Fault
+from mokkafs.profile.schema import MAX_FAULTS, Fault
 from mokkafs.state import IB_ERROR_COUNTERS, IB_HW_COUNTERS, FaultSpec, State
 
 PORT_KINDS = ("ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded")
@@ -36,6 +36,14 @@ OPTIONAL: dict[str, object] = {"cable": False, "duration": None, "every": None, 
 YAML_NAMES = {"duration": "for"}
 COUNTER_NAMES = frozenset(IB_ERROR_COUNTERS) | frozenset(IB_HW_COUNTERS)
 IB_WIDTHS = (1, 2, 4, 8, 12)
+# The shortest half-period of a flap: what a real port can do. A link that went down trains
+# again (Polling, then LinkUp) in about a second, and is ACTIVE again only once the subnet
+# manager has swept it (opensm sweeps every 10 s unless told otherwise, opensm(8) -s). A
+# faster flap shows nothing a node shows, and costs the daemon a view at every edge.
+MIN_FLAP_SECONDS = 1.0
+# Flap cycles of every fault a node holds together (the profile's and the control socket's):
+# each cycle is a window every counter read of its port goes through.
+MAX_FLAP_CYCLES = 10_000
 
 
 def selected(node_name: str, fault_name: str, fraction: float) -> bool:
@@ -125,6 +133,10 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
     if kind == "ib-port-flap" and (fault.every is None or fault.count is None):
         problems.add(where, "ib-port-flap needs every (seconds down, then up) and count "
                      "(cycles)")
+    if fault.every is not None and fault.every < MIN_FLAP_SECONDS:
+        problems.add((*where, "every"), f"{fault.every:g} s is below the floor of "
+                     f"{MIN_FLAP_SECONDS:g} s (a real port takes about a second to train its "
+                     f"link again); use every: {MIN_FLAP_SECONDS:g} or more")
     if kind == "ib-errors":
         if not fault.rates:
             problems.add((*where, "rates"), "ib-errors needs rates: {counter: per second}, "
@@ -139,6 +151,18 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
         if fault.width is not None and fault.width not in IB_WIDTHS:
             problems.add((*where, "width"), "an InfiniBand link has 1, 2, 4, 8 or 12 lanes")
     return None if bad else spec
+
+
+def over_bounds(specs: Sequence[Fault | FaultSpec]) -> str | None:
+    """Why one node cannot hold all of ``specs`` together (whatever their state: pending,
+    ended and ``off`` faults are held too), or None."""
+    if len(specs) > MAX_FAULTS:
+        return f"{len(specs)} faults, and a node holds {MAX_FAULTS} at most"
+    cycles = sum(s.count or 0 for s in specs if s.kind == "ib-port-flap")
+    if cycles > MAX_FLAP_CYCLES:
+        return f"{cycles} flap cycles (the sum of their counts), and a node holds " \
+            f"{MAX_FLAP_CYCLES} at most"
+    return None
 
 
 def compile_faults(faults: Sequence[Fault], state: State, where: YamlPath,
@@ -159,4 +183,7 @@ def compile_faults(faults: Sequence[Fault], state: State, where: YamlPath,
         if spec is not None:
             out.append(replace(spec, source=source, selected=selected(
                 state.node_name, fault.name, fault.fraction)))
+    why = over_bounds(out)
+    if why is not None:
+        problems.add(where, f"{why}; use fewer faults or smaller counts")
     return tuple(out)

@@ -238,7 +238,8 @@ class ProcDevices(ClosedSection):
 
 
 Seconds = Annotated[float, Field(ge=0, le=10 * 365 * 86400, allow_inf_nan=False)]
-MAX_FAULTS = 256
+MAX_FAULTS = 256  # in a profile, and on a node (the profile's and the control socket's)
+MAX_FAULTS_PER_APPLY = 64  # in one `mokkafs fault apply`
 
 
 class Fault(ClosedSection):
@@ -270,7 +271,7 @@ class Fault(ClosedSection):
 class FaultFile(ClosedSection):
     """What ``mokkafs fault apply FILE`` reads: a ``faults:`` list, as in a profile."""
 
-    faults: list[Fault] = Field(max_length=MAX_FAULTS)
+    faults: list[Fault] = Field(max_length=MAX_FAULTS_PER_APPLY)
 
 
 class Profile(ClosedSection):

@@ -35,10 +35,10 @@ from mokkafs.errors import (
     UsageError,
     internal_error,
 )
-from mokkafs.obs.status import Status
+from mokkafs.faults.book import FaultBook
+from mokkafs.faults.schedule import remaining
 from mokkafs.profile.load import parse_as
 from mokkafs.profile.schema import FaultFile
-from mokkafs.serve.faults import FaultBook
 from mokkafs.serve.swap import Swapper
 from mokkafs.state import State
 
@@ -49,37 +49,41 @@ REQUEST_TIMEOUT = 10.0
 MAX_REQUEST = (1 << 20) + 4096  # a fault file is bounded like a profile
 
 
-def check_apart(path: Path, mountpoint: Path) -> None:
-    """Refuse a socket inside the mountpoint (the view covers it; checking it would ask the
-    daemon itself) or beside it: a CDI spec binds the mountpoint's directory into
-    every container given the view, and a container's root is root to the socket too. (With
-    ``--cdi-dir``, ``check_parent`` refuses anything else in that directory; the socket would
-    only appear after that check.)"""
+def check_apart(path: Path, mountpoint: Path, flag: str = "--control") -> None:
+    """Refuse a socket (or a state file) inside the mountpoint (the view covers it; checking
+    it would ask the daemon itself) or beside it: a CDI spec binds the mountpoint's directory
+    into every container given the view, and a container's root is root to the socket too.
+    (With ``--cdi-dir``, ``check_parent`` refuses anything else in that directory; the socket
+    would only appear after that check.)"""
     mnt = Path(os.path.abspath(mountpoint))
     if Path(os.path.abspath(path)).is_relative_to(mnt):
-        raise ControlError(f"--control {path}: inside the mountpoint, which the view covers "
+        raise ControlError(f"{flag} {path}: inside the mountpoint, which the view covers "
                            "once mounted; put it in a directory of its own (e.g. "
                            "/run/mokkafs-control/socket)")
     shared = mnt.parent
     if Path(os.path.abspath(path.parent)) == shared:
-        raise ControlError(f"--control {path}: beside the mountpoint, in the directory "
+        raise ControlError(f"{flag} {path}: beside the mountpoint, in the directory "
                            "containers given the view are handed; put it in a directory of its "
                            "own (e.g. /run/mokkafs-control/socket)")
+
+
+def check_private_dir(directory: Path, what: str) -> None:
+    """Refuse a directory others may write (what is in it could be replaced under the
+    daemon); a missing one is created, mode 0700. ``what`` names it in the error."""
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(directory)
+    except OSError as exc:
+        raise ControlError(f"{what}: its directory cannot be used: {exc.strerror}") from None
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ControlError(f"{what}: {directory} may be written by others; use a directory "
+                           "only root can write (e.g. /run/mokkafs)")
 
 
 def check_place(path: Path) -> None:
     """Refuse a socket path whose directory others may write, or that holds something else.
     A missing directory is created, mode 0700."""
-    parent = path.parent
-    try:
-        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.stat(parent)
-    except OSError as exc:
-        raise ControlError(f"--control {path}: its directory cannot be used: "
-                           f"{exc.strerror}") from None
-    if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ControlError(f"--control {path}: {parent} may be written by others; put the "
-                           "socket in a directory only root can write (e.g. /run/mokkafs)")
+    check_private_dir(path.parent, f"--control {path}")
     try:
         existing = os.lstat(path)
     except FileNotFoundError:
@@ -122,14 +126,18 @@ def _peer_uid(sock: trio.socket.SocketType) -> int:
     return int(struct.unpack("3i", creds)[1])
 
 
-def listing(status: Status) -> list[dict[str, str]]:
-    return list(status.faults)
+def listing(swapper: Swapper) -> list[dict[str, Any]]:
+    """The node's faults as served, each with the seconds until it ends as of now (None:
+    until cleared)."""
+    now, specs = swapper.clock(), {f.name: f for f in swapper.state.faults}
+    return [{**f, "remaining": remaining(specs[str(f["name"])], now)
+             if f["name"] in specs else None} for f in swapper.status.faults]
 
 
 async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
     op = request.get("op")
     if op == "list":
-        return {"ok": True, "faults": listing(swapper.status)}
+        return {"ok": True, "faults": listing(swapper)}
     if op == "apply":
         filename = str(request.get("file", "the fault file"))
         document, _ = parse_as(FaultFile, str(request.get("text", "")), filename)
@@ -147,7 +155,7 @@ async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
         await swapper.refault(clear)
     else:
         return {"ok": False, "error": f"unknown request {op!r}", "exit": EXIT_USAGE}
-    return {"ok": True, "faults": listing(swapper.status)}
+    return {"ok": True, "faults": listing(swapper)}
 
 
 async def _serve_one(conn: trio.socket.SocketType, swapper: Swapper) -> None:

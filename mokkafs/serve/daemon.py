@@ -1,7 +1,9 @@
 """The mount process, on one exit stack that registers each cleanup as its resource is taken.
 
 Start, in order (anything that fails exits before the mount exists, with the status of its
-kind): load the first State -> check the mountpoint (and the control socket's place) -> with
+kind): load the first State -> check the mountpoint and the control socket's place -> the
+state file's directory, and what the state file keeps from the daemon before
+(``serve.durable``; a file refused is set aside, and the profile serves alone) -> with
 ``--cdi-dir``, check the directory
 containers will hold and remove a spec a killed daemon left -> the metrics endpoint (its
 address is bound before anything is mounted) -> the host's sysfs instance -> share the
@@ -54,6 +56,7 @@ from mokkafs.obs.http import serve_http
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
 from mokkafs.serve.control import check_apart, check_place, serve_control
+from mokkafs.serve.durable import StateFile, restore_at_start
 from mokkafs.serve.faults import FaultScheduler, real_sleep_until
 from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
@@ -86,6 +89,9 @@ class Config:
     metrics: str | None = None
     health: str | None = None  # the probes' own listener: /healthz and /readyz
     control: Path | None = None
+    # where run-time changes are kept across restarts (None: nowhere, as without --control
+    # nothing changes at run time)
+    state_dir: Path | None = None
     cdi: CdiConfig | None = None
     runtime_dir: Path = Path("/run/mokkafs-runtime")
     shutdown_seconds: float = 5.0
@@ -143,7 +149,15 @@ async def serve(config: Config, wiring: Wiring) -> None:
     status.watch = wiring.source
     metrics = Metrics(status)
     now = wiring.clock()
-    state = applied(wiring.source.initial(), now)  # its faults' timing starts now
+    profile = applied(wiring.source.initial(), now)  # its faults' timing starts now
+    prepare_mountpoint(config.mountpoint)
+    if config.control is not None:
+        check_apart(config.control, config.mountpoint)
+        check_place(config.control)
+    state_file = None
+    if config.state_dir is not None:
+        state_file = StateFile.prepare(config.state_dir, config.mountpoint, wiring.proc)
+    state, book = restore_at_start(state_file, profile, now, status)
     build = functools.partial(build_tree, surfaces=wiring.surfaces)
     tree, counts = build(at(state, now), None)
     # What exists now (modules, the schema, the first State and tree) lives as long as the
@@ -153,10 +167,6 @@ async def serve(config: Config, wiring: Wiring) -> None:
     gc.collect()
     gc.freeze()
     linux.release_free_heap()  # what the compile and the build used and freed (3 MiB at 256 HCAs)
-    prepare_mountpoint(config.mountpoint)
-    if config.control is not None:
-        check_apart(config.control, config.mountpoint)
-        check_place(config.control)
     publisher = None
     if config.cdi is not None:
         check_parent(config.mountpoint)
@@ -192,9 +202,10 @@ async def serve(config: Config, wiring: Wiring) -> None:
         if publisher is not None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
         running = _Running(config, wiring, status, publisher, Swapper(
-            holder, state, counts, build=build, invalidator=invalidator, status=status,
-            metrics=metrics, clock=wiring.clock, shown_at=now,
-            publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None))
+            holder, profile, counts, build=build, invalidator=invalidator, status=status,
+            metrics=metrics, clock=wiring.clock, shown_at=now, book=book, state=state,
+            publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None,
+            persist=state_file.save if state_file is not None else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree, mode.background, signals)

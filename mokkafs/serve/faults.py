@@ -1,30 +1,25 @@
-"""Faults at run time: the ones applied through the control socket (``FaultBook``), and the
-task that installs a new view at each fault's transition (``FaultScheduler``).
-
-The book keeps faults as written, and resolves them against every new profile State: a fault
-whose target a profile swap removes ends, with a log line. Clearing a profile's own fault holds
-it off until the profile changes that fault's definition.
+"""Faults at run time: the task that installs a new view at each fault's transition
+(``FaultScheduler``; the faults applied through the control socket are in
+``mokkafs.faults.book``).
 
 The scheduler sleeps until the next transition (no polling, nothing runs while nothing
-changes), builds the view of that instant shortly before it, and swaps it in at the time.
+changes), builds the view of that instant shortly before it, and swaps it in at the time. It
+installs at most one view every ``MIN_GAP`` seconds, and one that wakes late installs the view
+of now: transitions it missed are skipped, never replayed.
 """
 
 from __future__ import annotations
 
-import copy
 import logging
+import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
-from mokkafs.errors import FaultError, UsageError, internal_error
+from mokkafs.errors import internal_error
 from mokkafs.faults.schedule import next_change
-from mokkafs.profile.faults import compile_faults
-from mokkafs.profile.load import Problems
-from mokkafs.profile.schema import Fault
-from mokkafs.state import FaultSpec, State
 
 if TYPE_CHECKING:
     from mokkafs.serve.swap import Swapper
@@ -32,69 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LEAD = 0.5  # seconds before a transition its view is built
-
-
-@dataclass
-class FaultBook:
-    control: dict[str, Fault] = field(default_factory=dict)  # by name, in order applied
-    held: dict[str, FaultSpec] = field(default_factory=dict)  # cleared profile faults
-    # Applies of each name: applying a fault again (an ended one, to run the scenario again)
-    # makes it a new one, whose timing starts then, even if nothing in it changed.
-    applies: dict[str, int] = field(default_factory=dict)
-
-    def copy(self) -> FaultBook:
-        return copy.deepcopy(self)
-
-    def apply(self, faults: list[Fault], profile: State, filename: str) -> None:
-        """Add (or replace, by name) faults; raises ``FaultError`` naming every problem."""
-        problems = Problems(filename, {})
-        compile_faults(faults, profile, ("faults",), problems, "control")
-        own = {f.name for f in profile.faults}
-        for i, fault in enumerate(faults):
-            if fault.name in own:
-                problems.add(("faults", i, "name"), f"{fault.name} is a fault of the profile; "
-                             "give this one a name of its own")
-        if problems.items:
-            raise FaultError(filename, problems.items)
-        for fault in faults:
-            self.control.pop(fault.name, None)
-            self.control[fault.name] = fault
-            self.applies[fault.name] = self.applies.get(fault.name, 0) + 1
-
-    def clear(self, names: list[str], profile: State) -> None:
-        """Clear faults by name (none: all of them); raises ``UsageError`` for a name that no
-        fault has."""
-        own = {f.name: f for f in profile.faults}
-        unknown = [n for n in names if n not in self.control and n not in own]
-        if unknown:
-            known = ", ".join([*self.control, *own]) or "none"
-            raise UsageError(f"no fault named {', '.join(unknown)} (the node's faults: "
-                             f"{known}); nothing was cleared")
-        for name in names or [*self.control, *own]:
-            if name in self.control:
-                del self.control[name]
-            else:
-                self.held[name] = own[name].definition()
-
-    def merge(self, profile: State) -> State:
-        """``profile`` with the faults applied at run time, and without those cleared."""
-        own = [f for f in profile.faults
-               if self.held.get(f.name) != f.definition()]
-        self.held = {n: d for n, d in self.held.items()
-                     if any(f.name == n and f.definition() == d for f in profile.faults)}
-        names = {f.name for f in profile.faults}
-        added: list[FaultSpec] = []
-        for name, fault in list(self.control.items()):
-            problems = Problems("the control socket", {})
-            specs = compile_faults([fault], profile, ("faults",), problems, "control")
-            if name in names or not specs:
-                why = "the profile now has a fault of that name" if name in names else \
-                    "; ".join(p.message for p in problems.items)
-                log.warning("fault %s ends: %s", name, why)
-                del self.control[name]
-                continue
-            added += [replace(spec, revision=self.applies.get(name, 1) - 1) for spec in specs]
-        return replace(profile, faults=(*own, *added))
+MIN_GAP = 0.1  # seconds between two transitions at least: 10 views a second at most
 
 
 @dataclass
@@ -104,6 +37,7 @@ class FaultScheduler:
     swapper: Swapper
     clock: Callable[[], float]
     sleep_until: Callable[[float], Awaitable[None]]
+    _last: float = -math.inf  # when the last transition installed took effect
 
     async def run(self) -> None:
         while True:
@@ -117,24 +51,35 @@ class FaultScheduler:
                 await changed.wait()
 
     async def _next(self, changed: trio.Event) -> None:
-        # From the time the view shows, not the clock's: a transition the clock has already
-        # passed (a slow build, a clock that jumps) is installed late, never skipped.
-        version = self.swapper.version
-        when = next_change(self.swapper.state.faults, self.swapper.shown_at)
+        # From the time the view shows, not the clock's, and no sooner than ``MIN_GAP`` after
+        # the last transition: faults cost what their effect costs, never what their schedule
+        # asks (edges closer together than that are served as one view).
+        version, faults = self.swapper.version, self.swapper.state.faults
+        when = next_change(faults, self.swapper.shown_at)
         if when is None:
             await changed.wait()
             return
+        when = max(when, self._last + MIN_GAP)
         if not await self._until(when - LEAD, changed):
             return
         prepared = await self.swapper.prepare(when)
         if prepared is None:  # cannot be built (logged and reported): only a new view can help
             await changed.wait()
             return
-        if await self._until(when, changed) and \
-                await self.swapper.transition(prepared, when, version) is None:
+        if not await self._until(when, changed):
+            return
+        # Woken late (a slow build, a clock that jumps, a stopped process), past more edges
+        # than this one: the view of now, once; the transitions between are never replayed.
+        now = self.clock()
+        passed = next_change(faults, when)
+        if passed is not None and passed <= now:
+            prepared, when = None, now
+        if await self.swapper.transition(prepared, when, version) is None:
             # Not installed: another view came first (``changed`` is set, so this returns at
             # once), or it cannot be built, which trying again before a change would repeat.
             await changed.wait()
+        else:
+            self._last = when
 
     async def _until(self, when: float, changed: trio.Event) -> bool:
         """Wait for the clock to reach ``when``; False if the view changed meanwhile."""

@@ -2,11 +2,11 @@
 one assignment, then tell the kernel what changed (from a worker thread), and record the result.
 
 Three things change the view: a new State from the source (the profile), a change of the
-faults applied at run time (``mokkafs fault``, through ``FaultBook``), and the clock reaching a
-fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through ``_install``, one
-at a time: ``state`` is the State with its faults (their origins set, counters carried, in
-the build's worker thread), and the view is ``at(state, when)``, the State as its faults make
-it at that time.
+faults applied at run time (``mokkafs fault``, through ``faults.book.FaultBook``), and the
+clock reaching a fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through
+``_install``, one at a time: ``state`` is the State with its faults (their origins set,
+counters carried, in the build's worker thread), and the view is ``at(state, when)``, the
+State as its faults make it at that time.
 
 An update that carries an error changes nothing that is served: the last good State stays, and
 the error shows in /readyz, the metrics and the log. So does any failure while applying a good
@@ -27,13 +27,13 @@ from dataclasses import dataclass
 import trio
 
 from mokkafs.errors import MokkafsError, internal_error
+from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import at, carry
 from mokkafs.faults.schedule import status
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
-from mokkafs.serve.faults import FaultBook
 from mokkafs.source import Update
 from mokkafs.state import State
 from mokkafs.tree.build import Tree
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 Build = Callable[[State, Tree | None], tuple[Tree, dict[str, int]]]
 Publish = Callable[[State], None]
+Persist = Callable[[FaultBook, State, float], None]  # keep the run-time faults (a state file)
 
 
 @dataclass
@@ -72,24 +73,28 @@ class Swapper:
                  build: Build, invalidator: Invalidator, status: Status, metrics: Metrics,
                  publish: Publish | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 shown_at: float | None = None) -> None:
-        """``profile``: the first State, whose view ``holder`` already serves (its faults'
-        origins set, see ``faults.effects.applied``), as of ``shown_at`` (default: now)."""
+                 shown_at: float | None = None, book: FaultBook | None = None,
+                 state: State | None = None, persist: Persist | None = None) -> None:
+        """``profile``: the first State, as the source gave it; ``state``: it with the faults
+        ``book`` keeps from a daemon before (default: ``profile``), whose view ``holder``
+        already serves (its faults' origins set, see ``faults.effects.applied``), as of
+        ``shown_at`` (default: now). ``persist`` keeps every change of the book."""
         self.holder = holder
         self.profile = profile  # as the source gave it
-        self.state = profile  # and with the faults applied at run time
-        self.book = FaultBook()
+        self.state = profile if state is None else state  # and with the run-time faults
+        self.book = FaultBook() if book is None else book
         self.build = build
         self.invalidator = invalidator
         self.status = status
         self.metrics = metrics
         self.publish = publish
+        self.persist = persist
         self.clock = clock
         self.version = 0  # grows with every install
         self.changed = trio.Event()  # set (and replaced) at every install
         self._lock = trio.Lock()
         self.shown_at = clock() if shown_at is None else shown_at  # what the view shows
-        self._record(profile, counts, self.shown_at)
+        self._record(self.state, counts, self.shown_at)
 
     @property
     def effective(self) -> State:
@@ -114,7 +119,7 @@ class Swapper:
             log.info("fault %s: cleared", name)
         s.fault_states = {f.name: now for f, now in listing}
         s.faults = [{"name": f.name, "kind": f.kind, "target": f.target, "state": now,
-                     "source": f.source} for f, now in listing]
+                     "source": f.source, "restored": f.restored} for f, now in listing]
 
     def _fail(self, stage: str, message: str) -> None:
         self.status.apply_errors[stage] = self.status.apply_errors.get(stage, 0) + 1
@@ -151,6 +156,7 @@ class Swapper:
             applied_ = await self._install(merged, now, "profile", since=self.state)
             if applied_ is not None:
                 self.profile, self.book = update.state, book
+                await self._persist()
             return applied_
 
     async def refault(self, change: Callable[[FaultBook, State], None]) -> Applied | None:
@@ -164,7 +170,20 @@ class Swapper:
             result = await self._install(merged, now, "faults", since=self.state)
             if result is not None:
                 self.book = book
+                await self._persist()
             return result
+
+    async def _persist(self) -> None:
+        """Keep the book and its faults' timing for the next daemon; a failure is reported
+        (the faults apply all the same, but would not survive a restart)."""
+        if self.persist is None:
+            return
+        try:
+            await trio.to_thread.run_sync(self.persist, self.book, self.state, self.clock())
+        except Exception as exc:
+            log.error("the state file cannot be written: %s", exc)
+            self._fail("persist", "the faults applied at run time serve, but would not "
+                       f"survive a restart: the state file cannot be written: {exc}")
 
     async def prepare(self, when: float) -> Prepared | None:
         """The view at ``when`` (a coming transition), built now in a worker thread."""

@@ -86,6 +86,11 @@ def test_default_values() -> None:
     assert "--cdi-hook=/opt/mokkafs/bin/mokkafs-hook" in c["args"]
     assert c["args"][-1] == "/run/mokkafs/node"
     assert "--no-infiniband" not in c["args"]
+    # run-time faults outlive the pod and the node's boot
+    assert "--state-dir=/var/lib/mokkafs" in c["args"]
+    assert mounts["state"]["mountPath"] == "/var/lib/mokkafs"
+    assert volumes["state"]["hostPath"] == {"path": "/var/lib/mokkafs",
+                                            "type": "DirectoryOrCreate"}
     init = pod["initContainers"][0]
     assert "/host-hook/mokkafs-hook" in init["command"][-1]
     assert "mkdir -p /run/mokkafs/node" in init["command"][-1]

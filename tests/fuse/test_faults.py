@@ -75,7 +75,7 @@ def test_a_profile_fault_starts_and_ends_on_its_schedule(tmp_path: Path) -> None
         assert node.port("counters/link_downed") == "1\n"
         assert live.ready()["faults"] == [{"name": "down", "kind": "ib-port-down",
                                           "target": "mlx5_0/1", "state": "active",
-                                          "source": "profile"}]
+                                          "source": "profile", "restored": False}]
         assert live.metric('mokkafs_faults_active{kind="ib-port-down"}') == 1
         frozen = node.port("counters/port_xmit_data")
         node.at(20)

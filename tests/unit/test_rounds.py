@@ -16,6 +16,7 @@ from mokkafs.fuse.rounds import Rounds
 from mokkafs.fuse.snapshots import Snapshots
 from mokkafs.tree.build import Entry, Tree, build
 from mokkafs.tree.nodes import Dir, File, text
+from tests.helpers import clocks
 
 
 class Kernel:
@@ -59,24 +60,8 @@ def kept_by(kernel: Kernel, t: Tree, *held: str) -> tuple[Snapshots, Rounds]:
     return snapshots, Rounds(snapshots, Invalidator(kernel))
 
 
-class JumpingClock:
-    """The pusher's clock in these tests: every sleep jumps time to just after its deadline
-    (recorded in ``slept``), then awaits ``reached(when)``, where a test can act."""
-
-    def __init__(self, start: float = 0.05) -> None:
-        self.now = start
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def reached(self, when: float) -> None:
-        await trio.lowlevel.checkpoint()
-
-    async def sleep_until(self, when: float) -> None:
-        self.slept.append(when)
-        self.now = max(self.now, when + 0.001)
-        await self.reached(when)
+class JumpingClock(clocks.JumpingClock):
+    """The pusher's clock in these tests."""
 
     async def start_pushing(self, nursery: trio.Nursery, rounds: Rounds, t: Tree) -> None:
         """``rounds.run`` on this clock, started and waiting for a hot unit."""

@@ -1,0 +1,107 @@
+"""Run-time faults survive the daemon (a real one, killed with SIGKILL): the next daemon with
+the same state directory restores them with their time left, shows them restored, and keeps
+cleared faults cleared; a state file it cannot believe is set aside, and the profile serves."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from mokkafs.serve.durable import file_name
+from tests.conftest import state_of
+from tests.helpers.live import profile_text
+from tests.helpers.mounts import REPO, free_port, mokkafs_mount
+
+FAULTS = """faults:
+  - {name: down, kind: ib-port-down, target: mlx5_0/1, for: 600}
+  - {name: lost, kind: gpu-lost, target: gpu3}
+"""
+
+
+def gpu(index: int) -> str:
+    return next(fn.bdf for fn in state_of("h100").gpus() if fn.gpu and fn.gpu.index == index)
+
+
+def fault(control: Path, *args: str) -> list[list[str]]:
+    out = subprocess.run([sys.executable, "-m", "mokkafs", "fault", "--control", str(control),
+                          *args], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [line.split("\t") for line in out.stdout.splitlines()]
+
+
+def test_a_fault_applied_at_run_time_survives_a_kill(tmp_path: Path) -> None:
+    control, mnt = tmp_path / "ctl" / "sock", tmp_path / "mnt"
+    profile = tmp_path / "node.yaml"
+    profile.write_text(profile_text("h100") + "faults:\n"
+                       "  - {name: own, kind: gpu-removed, target: gpu1}\n")
+    args = ["--profile", str(profile), "--control", str(control), "--metrics",
+            f"127.0.0.1:{free_port()}"]
+    port = mnt / "sys/class/infiniband/mlx5_0/ports/1/state"
+    with mokkafs_mount(mnt, args) as first:
+        (tmp_path / "f.yaml").write_text(FAULTS)
+        fault(control, "apply", str(tmp_path / "f.yaml"))
+        fault(control, "clear", "lost", "own")  # a run-time fault and a profile fault
+        [[name, _, _, state, source, left]] = fault(control, "list")
+        assert (name, state, source) == ("down", "active", "control")
+        before = float(left.rstrip("s"))
+        kept = control.parent / file_name(mnt)
+        st = os.lstat(kept)
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+        assert st.st_uid == 0
+        assert port.read_text() == "1: DOWN\n"
+        first.process.kill()
+        first.process.wait()
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+        with mokkafs_mount(mnt, args) as second:
+            assert port.read_text() == "1: DOWN\n"  # in effect from the first request on
+            [[name, kind, _, state, source, left]] = fault(control, "list")
+            assert (name, kind, state, source) == ("down", "ib-port-down", "active",
+                                                   "control (restored)")
+            assert 0 < float(left.rstrip("s")) <= before
+            assert second.readyz()["state"] == {"file": str(kept), "restored": ["down"],
+                                                "refused": None}
+            assert second.metrics()["mokkafs_faults_restored"] == 1
+            devices = mnt / "sys/bus/pci/devices"
+            assert (devices / gpu(3) / "config").read_bytes()[:2] == b"\xde\x10"  # not lost
+            assert (devices / gpu(1)).exists()  # the profile's fault: cleared, and still
+        first.process.returncode = 0  # killed on purpose
+    assert f"restored fault down (ib-port-down on mlx5_0/1) from {kept}" in second.log_text()
+
+
+def test_a_corrupt_state_file_is_set_aside_and_the_profile_serves(tmp_path: Path) -> None:
+    control, mnt = tmp_path / "ctl" / "sock", tmp_path / "mnt"
+    control.parent.mkdir(mode=0o700)
+    kept = control.parent / file_name(mnt)
+    kept.write_text('{"format": "mokkafs-state", "version": 1, "faults": ')
+    os.chmod(kept, 0o600)
+    args = ["--profile", "h100", "--control", str(control), "--metrics",
+            f"127.0.0.1:{free_port()}"]
+    with mokkafs_mount(mnt, args, expect=("state file .* refused",)) as mount:
+        assert (mnt / "sys/class/infiniband/mlx5_0/ports/1/state").read_text() == "4: ACTIVE\n"
+        report = mount.readyz()
+        assert report["ready"] is True
+        state = report["state"]
+        assert isinstance(state, dict) and state["file"] == str(kept)
+        assert f"state file {kept} refused: not JSON" in str(state["refused"])
+        assert mount.metrics()["mokkafs_state_file_refused"] == 1
+        assert fault(control, "list") == []
+    assert (control.parent / (kept.name + ".refused")).exists() and not kept.exists()
+    assert "refused: not JSON" in mount.log_text() and "serving the profile alone" \
+        in mount.log_text()
+
+
+def test_a_state_dir_others_may_write_is_refused(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
+                             "--state-dir", str(shared), str(mnt)], capture_output=True,
+                            text=True, cwd=REPO, timeout=60)
+    assert result.returncode == 6, result.stderr
+    assert f"--state-dir {shared}: {shared} may be written by others" in result.stderr
+    assert not os.path.ismount(mnt)

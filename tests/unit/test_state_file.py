@@ -1,0 +1,139 @@
+"""The state file: what it keeps of the run-time faults and their timing (in the same boot and
+after a reboot), and the files it refuses to believe."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mokkafs.faults.book import FaultBook
+from mokkafs.faults.effects import applied
+from mokkafs.faults.record import MAX_BYTES, record, restore, restored_state
+from mokkafs.profile.schema import Fault
+from mokkafs.serve.durable import StateFile, file_name
+from mokkafs.state import State
+from tests.unit.test_faults import with_faults
+
+DOWN = Fault.model_validate({"name": "down", "kind": "ib-port-down", "target": "mlx5_0/1",
+                             "for": 600})
+
+
+def node(tmp_path: Path) -> tuple[State, FaultBook, State]:
+    """A profile with a fault of its own (cleared), a 600 s port-down applied at 100."""
+    profile = applied(with_faults(tmp_path, "  - {name: own, kind: gpu-lost, target: gpu1}\n"),
+                      0.0)
+    book = FaultBook()
+    book.apply([DOWN], profile, "f.yaml")
+    book.clear(["own"], profile)
+    state = applied(book.merge(profile), 100.0)
+    return profile, book, state
+
+
+def test_a_restore_in_the_same_boot_keeps_each_origin_and_what_was_cleared(
+        tmp_path: Path) -> None:
+    profile, book, state = node(tmp_path)
+    text = record(book, state, "boot-1", clock=300.0, wall=1e9)
+    back = restore(text, "boot-1", clock=500.0, wall=1e9 + 9999)  # the wall clock is not asked
+    assert not back.rebooted and back.origins == {"down": 100.0}
+    assert back.book.control == book.control and back.book.held == book.held
+    assert back.book.restored == {"down"}
+    now = restored_state(applied(profile, 500.0), back, 500.0)
+    assert [(f.name, f.origin, f.restored) for f in now.faults] == [("down", 100.0, True)]
+
+
+def test_after_a_reboot_the_time_down_counts_by_the_wall_clock(tmp_path: Path) -> None:
+    _, book, state = node(tmp_path)
+    text = record(book, state, "boot-1", clock=300.0, wall=1e9)  # 200 s along of 600
+    back = restore(text, "boot-2", clock=5.0, wall=1e9 + 100)  # down 100 s: 300 s along
+    assert back.rebooted and back.origins == {"down": 5.0 - 300.0}
+    behind = restore(text, "boot-2", clock=5.0, wall=1e9 - 3600)  # a wall clock gone back
+    assert behind.origins == {"down": 5.0 - 200.0}  # counts nothing, never adds time left
+
+
+def test_a_fault_applied_again_or_cleared_is_no_longer_restored(tmp_path: Path) -> None:
+    profile, book, state = node(tmp_path)
+    back = restore(record(book, state, "b", 300.0, 0.0), "b", 300.0, 0.0).book
+    back.apply([DOWN], profile, "f.yaml")
+    assert back.restored == set() and back.applies == {"down": 2}
+
+
+def test_the_file_name_is_the_mountpoint_escaped_as_systemd_does() -> None:
+    assert file_name(Path("/run/mokkafs/node")) == "run-mokkafs-node.json"
+    assert file_name(Path("/srv/a-b/n o")) == "srv-a\\x2db-n\\x20o.json"
+
+
+def test_it_is_written_0600_whole_and_only_when_it_changed(tmp_path: Path) -> None:
+    _, book, state = node(tmp_path)
+    keeper = StateFile(tmp_path / "s.json", "boot-1")
+    keeper.save(book, state, 300.0)
+    st = os.stat(keeper.path)
+    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
+    assert sorted(os.listdir(tmp_path)) == ["faulty.yaml", "s.json"]  # no temporary file left
+    first = keeper.path.read_text()
+    keeper.save(book, state, 400.0)  # nothing changed: not rewritten
+    assert keeper.path.read_text() == first
+    assert json.loads(first)["version"] == 1
+
+
+def hostile(kind: str) -> Callable[[Path, str], None]:
+    def make(path: Path, good: str) -> None:
+        if kind == "bad-json":
+            path.write_text(good[:-20])
+        elif kind == "wrong-version":
+            path.write_text(good.replace('"version": 1', '"version": 7'))
+        elif kind == "not-a-state-file":
+            path.write_text('{"format": "mokkafs-state", "version": 1, "boot_id": "x"}')
+        elif kind == "huge":
+            path.write_text(" " * (MAX_BYTES + 1) + good)
+        elif kind == "symlink":
+            target = path.with_name("elsewhere.json")
+            target.write_text(good)
+            os.symlink(target, path)
+        elif kind == "fifo":
+            os.mkfifo(path, 0o600)
+        else:
+            path.write_text(good)
+            if kind == "group-writable":
+                os.chmod(path, 0o620)
+            elif kind == "world-writable":
+                os.chmod(path, 0o606)
+            elif kind == "not-root-owned":
+                os.chown(path, 1000, 1000)
+    return make
+
+
+REFUSALS = {"bad-json": "not JSON", "wrong-version": "schema version 7, and this mokkafs reads "
+            "version 1", "not-a-state-file": "not a mokkafs state file: clock: Field required",
+            "huge": f"more than the {MAX_BYTES}", "symlink": "a symbolic link",
+            "fifo": "not a regular file", "group-writable": "mode 0620: others may write it",
+            "world-writable": "mode 0606: others may write it",
+            "not-root-owned": "owned by uid 1000, not root"}
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSALS))
+def test_a_hostile_state_file_is_refused_and_set_aside(tmp_path: Path, kind: str,
+                                                       expected_logs: list[str]) -> None:
+    expected_logs.append("state file .* refused")
+    _, book, state = node(tmp_path)
+    good = record(book, state, "boot-1", 300.0, 0.0)
+    keeper = StateFile(tmp_path / "s.json", "boot-1")
+    hostile(kind)(keeper.path, good)
+    restored, why = keeper.load(300.0)
+    assert restored is None and why is not None
+    assert REFUSALS[kind] in why and "serving the profile alone" in why
+    assert "renamed to s.json.refused" in why
+    assert os.path.lexists(tmp_path / "s.json.refused") and not os.path.lexists(keeper.path)
+    assert "mlx5_0" not in why  # names what is wrong, never quotes the file
+
+
+def test_a_good_state_file_is_read_back(tmp_path: Path) -> None:
+    _, book, state = node(tmp_path)
+    keeper = StateFile(tmp_path / "s.json", "boot-1")
+    keeper.save(book, state, 300.0)
+    restored, why = StateFile(keeper.path, "boot-1").load(300.0)
+    assert why is None and restored is not None and restored.origins == {"down": 100.0}
