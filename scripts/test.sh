@@ -7,7 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
 cd "$here"
-.venv/bin/ruff check mokkafs tests bench
+.venv/bin/ruff check mokkafs tests bench scripts
 .venv/bin/mypy
 echo "test: pass 1 of 2, default cache mode (auto: no-open)" >&2
 env -u MOKKAFS_CACHE_MODE .venv/bin/python -m pytest "$@"
