@@ -53,6 +53,7 @@ from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
+from mokkafs.serve import READY
 from mokkafs.serve.control import check_apart, check_place, serve_control
 from mokkafs.serve.faults import FaultScheduler, real_sleep_until
 from mokkafs.serve.swap import Swapper
@@ -91,9 +92,9 @@ class Config:
 
 
 def default_announce(state: State, tree: Tree, mountpoint: Path, mode: CacheMode) -> str:
-    return (f"mokkafs: serving {state.source} as node {state.node_name} at {mountpoint} "
+    return (f"{READY} {state.source} as node {state.node_name} at {mountpoint} "
             f"(generation {state.generation}, {len(tree.entries)} inodes, "
-            f"{mode.value} cache mode)")
+            f"cache mode {mode.value})")
 
 
 @dataclass
