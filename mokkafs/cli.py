@@ -31,6 +31,7 @@ from mokkafs.delivery.cdi import (
 from mokkafs.delivery.render import mode_string, render
 from mokkafs.errors import MokkafsError, UsageError
 from mokkafs.faults.effects import applied, at
+from mokkafs.fuse import CACHE_MODE_ENV
 from mokkafs.host.facts import default_node_name, read_host_facts
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import (
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from mokkafs.serve.daemon import Config, Wiring
 
 DEFAULT_PROFILE = "h100"
-CACHE_MODE_ENV = "MOKKAFS_CACHE_MODE"  # the default of ``mokkafs mount --cache-mode``
 log = logging.getLogger("mokkafs")
 
 
@@ -110,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="the createContainer hook as the runtime sees it (default: the "
                             "one built into the package; a DaemonSet copies it to the node)")
     mount.add_argument("--cache-mode", choices=("auto", "no-open", "keep-cache"),
-                       default=os.environ.get(CACHE_MODE_ENV, "auto"),
+                       default=None,
                        help="how the kernel caches the view: no-open (reads served by the "
                             "kernel; needs the patched pyfuse3), keep-cache (every open "
                             f"reaches the daemon), or auto: no-open when possible (default: "
