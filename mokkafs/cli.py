@@ -115,6 +115,9 @@ def _parser() -> argparse.ArgumentParser:
                             "kernel; needs the patched pyfuse3), keep-cache (every open "
                             f"reaches the daemon), or auto: no-open when possible (default: "
                             f"${CACHE_MODE_ENV} or auto)")
+    mount.add_argument("--nonempty", action="store_true",
+                       help="mount over a directory that holds files, hiding them (refused "
+                            "by default, exit status 3)")
     mount.add_argument("mountpoint", type=Path)
 
     clean = sub.add_parser("cleanup", help="undo what a daemon that was killed left: its CDI "
@@ -250,7 +253,7 @@ def wire(args: argparse.Namespace,
         control=args.control,
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
                       args.cdi_hook) if args.cdi_dir else None,
-        runtime_dir=args.runtime_dir)
+        runtime_dir=args.runtime_dir, nonempty=args.nonempty)
     return config, Wiring(FileSource(path, _compiler(args, clock)), clock=clock)
 
 

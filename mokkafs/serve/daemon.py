@@ -89,6 +89,7 @@ class Config:
     cdi: CdiConfig | None = None
     runtime_dir: Path = Path("/run/mokkafs-runtime")
     shutdown_seconds: float = 5.0
+    nonempty: bool = False  # mount over a directory that holds files (they are hidden)
 
 
 def default_announce(state: State, tree: Tree, mountpoint: Path, mode: CacheMode) -> str:
@@ -153,7 +154,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
     gc.collect()
     gc.freeze()
     linux.release_free_heap()  # what the compile and the build used and freed (3 MiB at 256 HCAs)
-    prepare_mountpoint(config.mountpoint)
+    prepare_mountpoint(config.mountpoint, config.nonempty)
     if config.control is not None:
         check_apart(config.control, config.mountpoint)
         check_place(config.control)
