@@ -72,3 +72,43 @@ def test_pyfuse3_is_pinned_to_the_release_the_patch_targets_and_installed_patche
     assert pyfuse3.__version__ == pin
     assert getattr(pyfuse3, "NO_OPEN_PASSES_INODE", False) is True, (
         f"{pyfuse3.__file__} lacks the patch: run scripts/setup.sh")
+
+
+def listed(*args: str) -> dict[str, list[str]]:
+    out = subprocess.run(["scripts/setup.sh", *args, "--list"], cwd=REPO, capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    return {k: v.split() for k, v in (line.split(": ", 1) for line in out.splitlines())}
+
+
+def test_the_demo_sets_up_what_it_runs_and_the_tests_everything(tmp_path: Path) -> None:
+    demo, tests = listed("--runtime"), listed()
+    assert {"fuse3", "libfuse3-dev", "pciutils", "infiniband-diags"} <= set(demo["apt"])
+    tooling = {"podman", "runc", "golang-go", "debootstrap", "prometheus-node-exporter", "make"}
+    assert not tooling & set(demo["apt"])
+    assert set(demo["apt"]) | tooling <= set(tests["apt"])
+    assert demo["pip"][-1] == "." and tests["pip"][-1] == ".[test]"  # mypy, ruff, Helm: tests'
+    # and scripts/demo.sh asks for that set-up: run it with a set-up that records its request
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts/demo.sh").write_bytes((REPO / "scripts/demo.sh").read_bytes())
+    (tmp_path / "scripts/setup.sh").write_text('echo "$@" > "$(dirname "$0")/asked"; exit 7\n')
+    (tmp_path / "scripts/setup.sh").chmod(0o755)
+    ran = subprocess.run(["bash", str(tmp_path / "scripts/demo.sh")], capture_output=True,
+                         timeout=60)
+    assert ran.returncode == 7  # it stops where its set-up fails
+    assert (tmp_path / "scripts/asked").read_text() == "--runtime\n"
+
+
+def test_the_use_section_says_how_the_cli_is_typed_bare() -> None:
+    """The README's Use section types ``mokkafs``; its first line puts the set-up's CLI on
+    PATH, and does, in a shell that has nothing of this one's."""
+    use = re.search(r"## Use\n\n```\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert use, "README has a Use section with a command block"
+    first = use.group(1).splitlines()[0].split("#")[0].strip()
+    assert first == 'export PATH="$PWD/.venv/bin:$PATH"'
+    shell = subprocess.run(["bash", "-c", f"{first} && command -v mokkafs && mokkafs profiles"],
+                           cwd=REPO, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                           text=True, timeout=60)
+    assert shell.returncode == 0, shell.stderr
+    where, *profiles = shell.stdout.splitlines()
+    assert where == str(REPO / ".venv/bin/mokkafs")
+    assert any(line.startswith("h100 ") for line in profiles)
