@@ -79,7 +79,8 @@ class ProfileError(MokkafsError):
 
 
 class MountError(MokkafsError):
-    """The mountpoint cannot be used: missing, not a directory, or already serving."""
+    """The mountpoint cannot be used: missing, not a directory, already serving, or holding
+    files a mount would hide."""
 
     exit_code = EXIT_MOUNTPOINT
 
