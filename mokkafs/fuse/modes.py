@@ -91,7 +91,7 @@ def choose(requested: str | None = None, patched: bool | None = None) -> CacheMo
                          f"(from --cache-mode or ${CACHE_MODE_ENV})") from None
     if mode is CacheMode.NO_OPEN and not patched:
         raise UsageError(f"cache mode no-open needs pyfuse3 built with {PATCH}; the installed "
-                         f"pyfuse3 {pyfuse3.__version__} is stock. {patch_help()}, or use "
+                         f"pyfuse3 {pyfuse3.__version__} is stock: {patch_help()}, or use "
                          "--cache-mode keep-cache (every open reaches the daemon)")
     return mode
 
