@@ -31,7 +31,7 @@ from mokkafs.delivery.cdi import (
 from mokkafs.delivery.render import mode_string, render
 from mokkafs.errors import MokkafsError, UsageError
 from mokkafs.faults.effects import applied, at
-from mokkafs.fuse import CACHE_MODE_ENV
+from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
 from mokkafs.host.facts import default_node_name, read_host_facts
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import (
@@ -241,7 +241,7 @@ def wire(args: argparse.Namespace,
     """What ``mokkafs mount ARGS`` serves, and with what: the one place collaborators are
     made (a test builds the same from the same arguments, and may change them). ``clock``
     is the time dynamic content follows."""
-    from mokkafs.fuse.modes import choose
+    from mokkafs.fuse.cache_mode import choose
     from mokkafs.serve.daemon import CdiConfig, Config, Wiring
     from mokkafs.source.file import FileSource
 

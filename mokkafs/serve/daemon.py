@@ -42,8 +42,9 @@ from mokkafs.delivery.cdi import Publisher, check_parent
 from mokkafs.delivery.repair import SharedParent, repair
 from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.adapter import Operations
+from mokkafs.fuse.cache_mode import CacheMode
 from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.modes import CacheMode, serving
+from mokkafs.fuse.modes import serving
 from mokkafs.fuse.mount import Session, prepare_mountpoint
 from mokkafs.fuse.passthrough import HostView
 from mokkafs.fuse.view import TreeHolder, View

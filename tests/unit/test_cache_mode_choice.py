@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from mokkafs.errors import UsageError
-from mokkafs.fuse import CACHE_MODE_ENV
-from mokkafs.fuse.modes import CacheMode, choose, patch_help
+from mokkafs.fuse.cache_mode import CACHE_MODE_ENV, CacheMode, choose, patch_help
 from tests.helpers.mounts import REPO
 
 
