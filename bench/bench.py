@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from mokkafs.fuse.rounds import HOT
+from mokkafs.serve import READY
 from mokkafs.testing import free_port, samples
 
 REPO = Path(__file__).resolve().parents[1]
@@ -122,7 +123,7 @@ def daemon(profile: Path, mnt: Path, *extra: str) -> Iterator[Daemon]:
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
-            if b"mokkafs: serving" in line:
+            if READY.encode() in line:
                 break
         else:
             raise RuntimeError("mokkafs did not start")
@@ -747,7 +748,7 @@ def fleet(n: int, idle_s: int, tmp: Path, optimize: int = 0) -> dict[str, Any]:
                                   "--host-sysfs", "none", str(warm)], cwd=REPO, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert first.stderr is not None
-        if not any(b"mokkafs: serving" in line for line in first.stderr):
+        if not any(READY.encode() in line for line in first.stderr):
             raise RuntimeError("fleet: the first daemon did not start")
         first.send_signal(signal.SIGTERM)
         first.wait(timeout=60)

@@ -31,6 +31,7 @@ from mokkafs.delivery.cdi import (
 from mokkafs.delivery.render import mode_string, render
 from mokkafs.errors import MokkafsError, UsageError
 from mokkafs.faults.effects import applied, at
+from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
 from mokkafs.host.facts import default_node_name, read_host_facts
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import (
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from mokkafs.serve.daemon import Config, Wiring
 
 DEFAULT_PROFILE = "h100"
-CACHE_MODE_ENV = "MOKKAFS_CACHE_MODE"  # the default of ``mokkafs mount --cache-mode``
 log = logging.getLogger("mokkafs")
 
 
@@ -122,11 +122,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="the createContainer hook as the runtime sees it (default: the "
                             "one built into the package; a DaemonSet copies it to the node)")
     mount.add_argument("--cache-mode", choices=("auto", "no-open", "keep-cache"),
-                       default=os.environ.get(CACHE_MODE_ENV, "auto"),
+                       default=None,
                        help="how the kernel caches the view: no-open (reads served by the "
                             "kernel; needs the patched pyfuse3), keep-cache (every open "
                             f"reaches the daemon), or auto: no-open when possible (default: "
                             f"${CACHE_MODE_ENV} or auto)")
+    mount.add_argument("--nonempty", action="store_true",
+                       help="mount over a directory that holds files, hiding them (refused "
+                            "by default, exit status 3)")
     mount.add_argument("mountpoint", type=Path)
 
     clean = sub.add_parser("cleanup", help="undo what a daemon that was killed left: its CDI "
@@ -260,7 +263,7 @@ def wire(args: argparse.Namespace,
     """What ``mokkafs mount ARGS`` serves, and with what: the one place collaborators are
     made (a test builds the same from the same arguments, and may change them). ``clock``
     is the time dynamic content follows."""
-    from mokkafs.fuse.modes import choose
+    from mokkafs.fuse.cache_mode import choose
     from mokkafs.serve.daemon import CdiConfig, Config, Wiring
     from mokkafs.source.child import CompileChild
     from mokkafs.source.file import FileSource
@@ -274,7 +277,7 @@ def wire(args: argparse.Namespace,
         state_dir=args.state_dir or (args.control.parent if args.control else None),
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
                       args.cdi_hook) if args.cdi_dir else None,
-        runtime_dir=args.runtime_dir)
+        runtime_dir=args.runtime_dir, nonempty=args.nonempty)
     options = _options(args, clock)
     # The first compile runs here, before the mount; every later one in a child process,
     # off the serving process's GIL (source/child.py).

@@ -49,9 +49,10 @@ class Problem:
     line: int | None = None
 
     def render(self, filename: str) -> str:
+        """``file:line: yaml.path: message``; a problem of the file as a whole (unreadable, not
+        YAML, not a mapping) names no path."""
         where = f"{filename}:{self.line}" if self.line is not None else filename
-        field = self.path or "(document)"
-        return f"{where}: {field}: {self.message}"
+        return ": ".join(part for part in (where, self.path, self.message) if part)
 
 
 class ProfileError(MokkafsError):
@@ -72,12 +73,14 @@ class ProfileError(MokkafsError):
         return f"invalid profile {self.filename}"
 
     def render(self) -> str:
-        head = f"{self.headline()}: {len(self.problems)} problem(s)"
+        count = len(self.problems)
+        head = f"{self.headline()}: {count} problem{'' if count == 1 else 's'}"
         return "\n".join([head, *("  " + p.render(self.filename) for p in self.problems)])
 
 
 class MountError(MokkafsError):
-    """The mountpoint cannot be used: missing, not a directory, or already serving."""
+    """The mountpoint cannot be used: missing, not a directory, already serving, or holding
+    files a mount would hide."""
 
     exit_code = EXIT_MOUNTPOINT
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-READY = "mokkafs: serving"  # the daemon's readiness line, printed once the mount serves
+from mokkafs.serve import READY
 
 
 @dataclass

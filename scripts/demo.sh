@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Set up (see setup.sh), mount the default profile in a temporary directory, show what real
-# consumers see through it, and keep serving until Ctrl-C, which unmounts cleanly.
+# Set up what it runs (setup.sh --runtime: mokkafs and the consumers below, not the test tool
+# chain), mount the default profile in a temporary directory, show what real consumers see
+# through it, and keep serving until Ctrl-C, which unmounts cleanly.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-"$here/scripts/setup.sh"
+"$here/scripts/setup.sh" --runtime
 profile=${MOKKAFS_PROFILE:-h100}
 mnt=$(mktemp -d /tmp/mokkafs-demo.XXXXXX)
 "$here/.venv/bin/mokkafs" mount --profile "$profile" "$mnt" &

@@ -1,24 +1,57 @@
 #!/usr/bin/env bash
-# Install everything mokkafs and its test suite need on a fresh Debian 12 machine:
-# the FUSE library pyfuse3 builds against, the real consumers the tests run, and a
-# virtualenv in .venv with the package installed in editable mode.
-# Idempotent: a second run only checks. Needs root (or sudo) for apt.
+# Install what mokkafs needs on a fresh Debian 12 machine, and a virtualenv in .venv with the
+# package installed in editable mode (pyfuse3 built with the project's patch first).
+#
+#   scripts/setup.sh             everything scripts/test.sh runs: the runtime, the real
+#                                consumers and container runtimes the tests drive, the test
+#                                and lint tools (the package's [test] extra)
+#   scripts/setup.sh --runtime   only what mounts a view and what scripts/demo.sh shows
+#                                through it (lspci, ibstat): no test tool chain
+#   scripts/setup.sh [--runtime] --list   print what that would install, install nothing
+#
+# Idempotent: a second run only checks. Needs root (or sudo) for apt. It writes nothing outside
+# this directory but the apt packages: the CLI is .venv/bin/mokkafs, and the last line says how
+# to type it bare (several checkouts on one machine would fight over one link in /usr/local/bin).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
-APT_PACKAGES=(
+runtime_only=false list=false
+for arg in "$@"; do
+  case $arg in
+    --runtime) runtime_only=true ;;
+    --list) list=true ;;
+    *) echo "usage: scripts/setup.sh [--runtime] [--list]" >&2; exit 2 ;;
+  esac
+done
+
+RUNTIME_PACKAGES=(
   # what a minimal Debian 12 (debootstrap --variant=minbase) lacks to build and run mokkafs
   python3 python3-venv python3-dev ca-certificates
-  fuse3 libfuse3-dev pkg-config gcc libc6-dev make patch curl libjson-c-dev
-  # the real consumers and runtimes the tests run
-  pciutils infiniband-diags ibverbs-utils ibverbs-providers prometheus-node-exporter
+  fuse3 libfuse3-dev pkg-config gcc libc6-dev patch libjson-c-dev
+  # the consumers scripts/demo.sh shows the view through
+  pciutils infiniband-diags util-linux
+)
+TEST_PACKAGES=(
+  # the real consumers and runtimes the tests run, and make for native/Makefile
+  make curl ibverbs-utils ibverbs-providers prometheus-node-exporter
   golang-go golang-github-prometheus-procfs-dev hwloc-nox
-  podman runc crun busybox-static iproute2 util-linux
+  podman runc crun busybox-static iproute2
   golang-github-container-orchestrated-devices-container-device-interface-dev
   # the deploy tests: systemd-analyze, and the image base made by debootstrap
   systemd debootstrap
 )
+APT_PACKAGES=("${RUNTIME_PACKAGES[@]}")
+target=.  # what pip installs: the package, and for the tests its [test] extra
+if ! $runtime_only; then
+  APT_PACKAGES+=("${TEST_PACKAGES[@]}")
+  target=".[test]"
+fi
+if $list; then
+  echo "apt: ${APT_PACKAGES[*]}"
+  echo "pip: pyfuse3 (patched), -e $target"
+  exit 0
+fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -37,21 +70,38 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv" >&2
   "$py" -m venv .venv
 fi
-# pyfuse3 with the project's patch (native/pyfuse3/), before mokkafs so pip keeps it; and the
-# unpatched release beside it, which the tests use to prove the keep-cache fallback.
+# pyfuse3 with the project's patch (native/pyfuse3/), before mokkafs so pip keeps it (it is
+# the very release pyproject.toml pins).
 pyfuse3_stamp=.venv/.pyfuse3-patched
 if [ ! -f "$pyfuse3_stamp" ] || [ -n "$(find scripts/build-pyfuse3.sh native/pyfuse3 -newer "$pyfuse3_stamp" -print -quit)" ]; then
   echo "setup: building pyfuse3 with native/pyfuse3/pass-inode-when-no-open.patch" >&2
   .venv/bin/pip install -q --upgrade pip
   scripts/build-pyfuse3.sh .venv/bin/pip
-  scripts/build-pyfuse3.sh .venv/bin/pip --stock .venv/pyfuse3-stock
   touch "$pyfuse3_stamp"
 fi
+# The tests' own: the unpatched release beside it, which proves the keep-cache fallback.
+stock_stamp=.venv/.pyfuse3-stock
+if [ -d .venv/pyfuse3-stock ] && [ -f "$pyfuse3_stamp" ] && [ ! -f "$stock_stamp" ]; then
+  touch -r "$pyfuse3_stamp" "$stock_stamp"  # installed by an earlier set-up, with the other
+fi
+if ! $runtime_only && { [ ! -f "$stock_stamp" ] || [ scripts/build-pyfuse3.sh -nt "$stock_stamp" ]; }; then
+  echo "setup: installing the unpatched pyfuse3 into .venv/pyfuse3-stock (for the tests)" >&2
+  scripts/build-pyfuse3.sh .venv/bin/pip --stock .venv/pyfuse3-stock
+  touch "$stock_stamp"
+fi
+# Reinstall when the package definition or the shim's C sources (compiled by pip) changed;
+# the [test] extra has a stamp of its own, so a demo's set-up followed by the tests' adds it.
 stamp=.venv/.mokkafs-installed
-# Reinstall when the package definition or the shim's C sources (compiled by pip) changed.
+$runtime_only || stamp=.venv/.mokkafs-test-installed
 if [ ! -f "$stamp" ] || [ -n "$(find pyproject.toml setup.py native -newer "$stamp" -print -quit)" ]; then
-  echo "setup: installing mokkafs and test dependencies into .venv" >&2
+  echo "setup: installing mokkafs ($target) into .venv" >&2
   .venv/bin/pip install -q --upgrade pip
-  .venv/bin/pip install -q -e '.[test]'
+  .venv/bin/pip install -q -e "$target"
   touch "$stamp"
+  $runtime_only || touch .venv/.mokkafs-installed
+fi
+
+if [ "$(command -v mokkafs)" != "$here/.venv/bin/mokkafs" ]; then
+  echo "setup: the CLI is $here/.venv/bin/mokkafs; to type it as the README does, run:" >&2
+  echo "  export PATH=\"$here/.venv/bin:\$PATH\"" >&2
 fi

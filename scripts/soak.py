@@ -42,8 +42,9 @@ from pathlib import Path
 
 from mokkafs.errors import MokkafsError
 from mokkafs.host.mountinfo import mounts_of
+from mokkafs.serve import READY
 from mokkafs.serve.control import request
-from mokkafs.testing import READY, wait_for
+from mokkafs.testing import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE = ROOT / "mokkafs/profiles/h100.yaml"

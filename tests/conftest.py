@@ -105,15 +105,14 @@ def read_following_links(tree: Tree, rel: str, now: float = 0.0) -> bytes:
 
 
 def _test_mounts(base: Path) -> set[str]:
-    prefix = str(base).rstrip("/") + "/"
-    return {m.point for m in mounts_of() if m.point.startswith(prefix)}
+    return {m.point for m in mounts_of() if m.point.startswith(f"{base}/")}
 
 
 @pytest.fixture(autouse=True)
 def no_leaked_mounts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Every mount a test makes under its temp directories is gone when it ends. Only this
-    session's: another pytest run on the machine mounts under its own, and is left alone."""
-    base = tmp_path_factory.getbasetemp()
+    run's: another run on the machine (its own base directory) keeps its mounts."""
+    base = tmp_path_factory.getbasetemp().resolve()
     before = _test_mounts(base)
     yield
     leaked = _test_mounts(base) - before

@@ -1,5 +1,5 @@
-"""How the kernel caches the view: two cache modes, chosen once, each an object the handlers
-call for what differs between them.
+"""How the kernel caches the view: two cache modes, chosen once (``mokkafs.fuse.cache_mode``),
+each an object the handlers call for what differs between them.
 
 - ``no-open`` (``NoOpen``): ``open`` and ``opendir`` answer ENOSYS, so the kernel stops sending
   OPEN, RELEASE, OPENDIR and RELEASEDIR for the connection, keeps every file's pages and every
@@ -11,7 +11,8 @@ call for what differs between them.
   when its attributes are asked for (``mokkafs.fuse.snapshots``); the READ that follows serves
   that same snapshot. A host attribute not every user may read has none: it reports 4096.
   Stock pyfuse3 cannot serve it: its read and readdir get the file handle, which is 0 in
-  this mode; ``native/pyfuse3/pass-inode-when-no-open.patch`` passes the inode.
+  this mode; ``native/pyfuse3/pass-inode-when-no-open.patch`` passes the inode (its
+  write-up, and how to install it: ``native/pyfuse3/README.md``).
 - ``keep-cache`` (``KeepCache``): every open reaches the daemon, which takes a per-open snapshot
   (``mokkafs.fuse.handles``) and answers ``keep_cache`` for static files and ``direct_io`` for
   dynamic ones. Works with any pyfuse3.
@@ -20,7 +21,6 @@ call for what differs between them.
 from __future__ import annotations
 
 import abc
-import enum
 import errno
 import logging
 import os
@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 
 import pyfuse3
 
-from mokkafs.errors import UsageError
 from mokkafs.fuse import attrs
+from mokkafs.fuse.cache_mode import CacheMode
 from mokkafs.fuse.handles import FileHandle, Handles
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.passthrough import HOST_TIMEOUT, HostNode
@@ -42,44 +42,6 @@ from mokkafs.tree.build import Entry, Tree
 from mokkafs.tree.nodes import Dir, File
 
 log = logging.getLogger(__name__)
-
-ENV = "MOKKAFS_CACHE_MODE"  # named in errors; the CLI reads it
-
-PATCH = "native/pyfuse3/pass-inode-when-no-open.patch"
-
-
-
-class CacheMode(enum.Enum):
-    NO_OPEN = "no-open"
-    KEEP_CACHE = "keep-cache"
-
-
-def pyfuse3_passes_inode() -> bool:
-    """Whether the installed pyfuse3 carries the patch (it sets this marker)."""
-    return bool(getattr(pyfuse3, "NO_OPEN_PASSES_INODE", False))
-
-
-def choose(requested: str, patched: bool | None = None) -> CacheMode:
-    """The mode to serve in for ``requested`` ('auto', 'no-open' or 'keep-cache')."""
-    patched = pyfuse3_passes_inode() if patched is None else patched
-    if requested == "auto":
-        if patched:
-            return CacheMode.NO_OPEN
-        log.warning("pyfuse3 %s lacks the no-open patch (%s); serving in keep-cache mode, "
-                    "where every open reaches the daemon. scripts/build-pyfuse3.sh installs "
-                    "the patched build", pyfuse3.__version__, PATCH)
-        return CacheMode.KEEP_CACHE
-    try:
-        mode = CacheMode(requested)
-    except ValueError:
-        raise UsageError(f"cache mode {requested!r} is not one of auto, no-open, keep-cache "
-                         f"(from --cache-mode or ${ENV})") from None
-    if mode is CacheMode.NO_OPEN and not patched:
-        raise UsageError(f"cache mode no-open needs pyfuse3 built with {PATCH} "
-                         f"(scripts/build-pyfuse3.sh); the installed pyfuse3 "
-                         f"{pyfuse3.__version__} is stock: use --cache-mode auto or keep-cache")
-    return mode
-
 
 def serving(mode: CacheMode, view: View, kernel: Invalidator | None = None) -> Serving:
     """The mode's handlers; ``kernel``, where no-open mode may put fresh content."""

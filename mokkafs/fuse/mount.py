@@ -24,8 +24,11 @@ def options(mountpoint: Path) -> set[str]:
         f"fsname={fsname(mountpoint)}", f"subtype={FSTYPE.split('.')[1]}", "allow_other", "ro"}
 
 
-def prepare_mountpoint(mountpoint: Path) -> None:
+def prepare_mountpoint(mountpoint: Path, nonempty: bool = False) -> None:
     """Make ``mountpoint`` ready to mount on, or raise ``MountError`` saying why it is not.
+
+    A directory that holds files is refused unless ``nonempty``: the mount would hide them
+    (libfuse 3 mounts over them without a word).
 
     A dead FUSE mount left by a killed daemon is detached first. It is found with statfs, which
     always reaches the FUSE server (ENOTCONN when it is gone), where a stat may be answered
@@ -48,6 +51,16 @@ def prepare_mountpoint(mountpoint: Path) -> None:
     if os.path.ismount(mountpoint):
         raise MountError(f"{mountpoint} is already a mount point (busy); unmount it first "
                          f"or choose another directory")
+    if not nonempty:
+        try:
+            with os.scandir(mountpoint) as entries:
+                first = next(entries, None)
+        except OSError as exc:
+            raise MountError(f"mountpoint {mountpoint}: {exc.strerror}") from None
+        if first is not None:
+            raise MountError(f"mountpoint {mountpoint} is not empty (it holds {first.name}): "
+                             "the mount would hide its files; choose an empty directory, or "
+                             "pass --nonempty to mount over them")
 
 
 class Session:

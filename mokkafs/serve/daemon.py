@@ -44,8 +44,9 @@ from mokkafs.delivery.cdi import Publisher, check_parent
 from mokkafs.delivery.repair import SharedParent, repair
 from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.adapter import Operations
+from mokkafs.fuse.cache_mode import CacheMode
 from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.modes import CacheMode, serving
+from mokkafs.fuse.modes import serving
 from mokkafs.fuse.mount import Session, prepare_mountpoint
 from mokkafs.fuse.passthrough import HostView
 from mokkafs.fuse.view import TreeHolder, View
@@ -55,6 +56,7 @@ from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
+from mokkafs.serve import READY
 from mokkafs.serve.control import check_apart, check_place, serve_control
 from mokkafs.serve.durable import StateFile, restore_at_start
 from mokkafs.serve.faults import FaultScheduler, real_sleep_until
@@ -95,12 +97,13 @@ class Config:
     cdi: CdiConfig | None = None
     runtime_dir: Path = Path("/run/mokkafs-runtime")
     shutdown_seconds: float = 5.0
+    nonempty: bool = False  # mount over a directory that holds files (they are hidden)
 
 
 def default_announce(state: State, tree: Tree, mountpoint: Path, mode: CacheMode) -> str:
-    return (f"mokkafs: serving {state.source} as node {state.node_name} at {mountpoint} "
+    return (f"{READY} {state.source} as node {state.node_name} at {mountpoint} "
             f"(generation {state.generation}, {len(tree.entries)} inodes, "
-            f"{mode.value} cache mode)")
+            f"cache mode {mode.value})")
 
 
 @dataclass
@@ -150,7 +153,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
     metrics = Metrics(status)
     now = wiring.clock()
     profile = applied(wiring.source.initial(), now)  # its faults' timing starts now
-    prepare_mountpoint(config.mountpoint)
+    prepare_mountpoint(config.mountpoint, config.nonempty)
     if config.control is not None:
         check_apart(config.control, config.mountpoint)
         check_place(config.control)

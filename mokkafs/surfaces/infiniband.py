@@ -9,6 +9,7 @@ Counter files are dynamic: their content is computed from the State and the time
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,7 +19,6 @@ from mokkafs.surfaces import ib_traffic, rdma_cm
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
 CLASS = "sys/class"
-EINVAL = 22
 
 PORT_STATES = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4, "ACTIVE_DEFER": 5}
 PHYS_STATES = {"Polling": (2, "Polling"), "Disabled": (3, "Disabled"),
@@ -115,9 +115,9 @@ def _port(base: str, gid_table_len: int, pkey_table_len: int, port: IbPort,
         yield text(f"{p}/gids/{i}", gid0(port) if i == 0 else zero_gid)
         kind = "IB/RoCE v1" if port.link_layer == "InfiniBand" else "RoCE v2"
         types = f"{p}/gid_attrs/types/{i}"
-        yield text(types, kind) if i == 0 else File(types, b"", 0o444, error=EINVAL)
+        yield text(types, kind) if i == 0 else File(types, b"", 0o444, error=errno.EINVAL)
         # No netdev stands behind a simulated port: the kernel answers EINVAL.
-        yield File(f"{p}/gid_attrs/ndevs/{i}", b"", 0o444, error=EINVAL)
+        yield File(f"{p}/gid_attrs/ndevs/{i}", b"", 0o444, error=errno.EINVAL)
     for i in range(pkey_table_len):
         yield text(f"{p}/pkeys/{i}", "0xffff" if i == 0 else "0x0000")
     moving = ib_traffic.moving(port.traffic)

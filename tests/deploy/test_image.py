@@ -84,7 +84,7 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
         # auto means no-open: the image's pyfuse3 carries the patch
         expected = "no-open" if mode == "auto" else mode
         logs = podman("logs", name)
-        assert f"{expected} cache mode" in logs.stdout + logs.stderr
+        assert f"cache mode {expected}" in logs.stdout + logs.stderr
         out = podman("run", "--rm", *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
                      hosttools_image, "sh", "-c",
                      "lspci -nn -k 2>/dev/null | grep -c 'driver in use: nvidia$'; ibstat -l | "

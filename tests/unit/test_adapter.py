@@ -17,7 +17,8 @@ import pytest
 import trio
 
 from mokkafs.fuse.adapter import Operations
-from mokkafs.fuse.modes import CacheMode, KeepCache, NoOpen, serving
+from mokkafs.fuse.cache_mode import CacheMode
+from mokkafs.fuse.modes import KeepCache, NoOpen, serving
 from mokkafs.fuse.passthrough import HostView
 from mokkafs.fuse.view import STATIC_TIMEOUT, TreeHolder, View
 from mokkafs.host.sysfs import Sysfs

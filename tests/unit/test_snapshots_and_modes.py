@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from mokkafs.errors import UsageError
-from mokkafs.fuse.modes import CacheMode, choose
+from mokkafs.fuse.cache_mode import CacheMode, choose
 from mokkafs.fuse.snapshots import Snapshots
 
 

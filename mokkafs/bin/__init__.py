@@ -1,0 +1,1 @@
+"""Executables built at install time (setup.py): mokkafs-hook, the static createContainer hook."""

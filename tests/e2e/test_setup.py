@@ -1,0 +1,114 @@
+"""What scripts/setup.sh leaves a newcomer with: a quiet install of the package (no warning
+box from the build backend), the pyfuse3 release the patch targets, patched, and the CLI
+reachable as the README's Use section types it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+from tests.helpers.mounts import REPO
+
+PIP = [sys.executable, "-m", "pip"]
+WARNING = re.compile(r"\b[A-Za-z]*Warning\b")  # BuildBackendWarning, SetuptoolsDeprecationWarning
+
+
+def clean_copy(dest: Path) -> Path:
+    """The repository's tracked files only, as a fresh clone (or an sdist) has them."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            (dest / name).write_bytes((REPO / name).read_bytes())
+    return dest
+
+
+def test_installing_the_package_prints_no_warning_and_ships_the_hook(tmp_path: Path) -> None:
+    src = clean_copy(tmp_path / "src")
+    built = subprocess.run([*PIP, "wheel", "--no-deps", "-w", str(tmp_path / "wheel"), str(src)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    assert not WARNING.findall(built.stdout + built.stderr), built.stdout + built.stderr
+    (wheel,) = (tmp_path / "wheel").glob("mokkafs-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "mokkafs/bin/mokkafs-hook" in names
+    # what a stock pyfuse3's warning sends a pip user to (mokkafs.fuse.modes.patch_help)
+    data = "mokkafs-0.1.0.data/data/share/mokkafs/pyfuse3/"
+    assert {data + f for f in ("README.md", "pass-inode-when-no-open.patch",
+                               "build-pyfuse3.sh")} <= set(names)
+    assert any(re.fullmatch(r"mokkafs/_preload\..*\.so", n) for n in names), names
+    # The set-up's own way: editable, into a virtualenv (one without pip: this pip serves it)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True)
+    editable = subprocess.run([*PIP, "--python", str(tmp_path / "venv/bin/python"), "install",
+                               "--no-deps", "-e", str(src)],
+                              capture_output=True, text=True, timeout=600)
+    assert editable.returncode == 0, editable.stderr
+    assert not WARNING.findall(editable.stdout + editable.stderr), editable.stderr
+    assert (src / "mokkafs/bin/mokkafs-hook").is_file()
+
+
+def pinned_pyfuse3() -> str:
+    pin: str
+    (pin,) = [d for d in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+              ["dependencies"] if d.startswith("pyfuse3")]
+    assert pin.startswith("pyfuse3=="), f"pyfuse3 must be pinned to the patched release: {pin}"
+    return pin.removeprefix("pyfuse3==")
+
+
+def test_pyfuse3_is_pinned_to_the_release_the_patch_targets_and_installed_patched() -> None:
+    """A resolver free to pick another release would install one the patch does not fit
+    (and serve every node at keep-cache speed); the set-up builds the pinned one, patched."""
+    import pyfuse3
+
+    pin = pinned_pyfuse3()
+    script = (REPO / "scripts/build-pyfuse3.sh").read_text()
+    assert re.search(r"^VERSION=(\S+)$", script, re.M).group(1) == pin  # type: ignore[union-attr]
+    assert pyfuse3.__version__ == pin
+    assert getattr(pyfuse3, "NO_OPEN_PASSES_INODE", False) is True, (
+        f"{pyfuse3.__file__} lacks the patch: run scripts/setup.sh")
+
+
+def listed(*args: str) -> dict[str, list[str]]:
+    out = subprocess.run(["scripts/setup.sh", *args, "--list"], cwd=REPO, capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    return {k: v.split() for k, v in (line.split(": ", 1) for line in out.splitlines())}
+
+
+def test_the_demo_sets_up_what_it_runs_and_the_tests_everything(tmp_path: Path) -> None:
+    demo, tests = listed("--runtime"), listed()
+    assert {"fuse3", "libfuse3-dev", "pciutils", "infiniband-diags"} <= set(demo["apt"])
+    tooling = {"podman", "runc", "golang-go", "debootstrap", "prometheus-node-exporter", "make"}
+    assert not tooling & set(demo["apt"])
+    assert set(demo["apt"]) | tooling <= set(tests["apt"])
+    assert demo["pip"][-1] == "." and tests["pip"][-1] == ".[test]"  # mypy, ruff, Helm: tests'
+    # and scripts/demo.sh asks for that set-up: run it with a set-up that records its request
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts/demo.sh").write_bytes((REPO / "scripts/demo.sh").read_bytes())
+    (tmp_path / "scripts/setup.sh").write_text('echo "$@" > "$(dirname "$0")/asked"; exit 7\n')
+    (tmp_path / "scripts/setup.sh").chmod(0o755)
+    ran = subprocess.run(["bash", str(tmp_path / "scripts/demo.sh")], capture_output=True,
+                         timeout=60)
+    assert ran.returncode == 7  # it stops where its set-up fails
+    assert (tmp_path / "scripts/asked").read_text() == "--runtime\n"
+
+
+def test_the_use_section_says_how_the_cli_is_typed_bare() -> None:
+    """The README's Use section types ``mokkafs``; its first line puts the set-up's CLI on
+    PATH, and does, in a shell that has nothing of this one's."""
+    use = re.search(r"## Use\n\n```\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert use, "README has a Use section with a command block"
+    first = use.group(1).splitlines()[0].split("#")[0].strip()
+    assert first == 'export PATH="$PWD/.venv/bin:$PATH"'
+    shell = subprocess.run(["bash", "-c", f"{first} && command -v mokkafs && mokkafs profiles"],
+                           cwd=REPO, env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                           text=True, timeout=60)
+    assert shell.returncode == 0, shell.stderr
+    where, *profiles = shell.stdout.splitlines()
+    assert where == str(REPO / ".venv/bin/mokkafs")
+    assert any(line.startswith("h100 ") for line in profiles)
