@@ -173,7 +173,7 @@ def test_cli_exits_2_and_mounts_nothing_on_a_bad_profile(tmp_path: Path) -> None
     result = subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", str(path),
                              str(mnt)], capture_output=True, text=True, cwd=REPO, timeout=30)
     assert result.returncode == 2
-    assert f"{path}:10: (document): a top-level key that is not a section" in result.stderr
+    assert f"{path}:10: a top-level key that is not a section" in result.stderr
     assert "Traceback" not in result.stderr
     assert not any(mnt.iterdir())
     assert not is_mounted(mnt)
