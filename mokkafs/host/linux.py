@@ -1,5 +1,5 @@
 """Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns,
-open_tree, move_mount), raising OSError with the errno like os does; and glibc's
+open_tree, move_mount, statx, renameat2), raising OSError with the errno like os does; and glibc's
 malloc_trim."""
 
 from __future__ import annotations
@@ -70,3 +70,26 @@ def release_free_heap() -> None:
     trim = getattr(libc, "malloc_trim", None)
     if trim is not None:
         trim(0)
+
+
+AT_EMPTY_PATH, AT_SYMLINK_NOFOLLOW = 0x1000, 0x100
+STATX_MNT_ID = 0x1000
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+
+
+def mount_id(fd: int) -> int:
+    """The id of the mount the open file ``fd`` lives on (statx, Linux 5.8): unlike st_dev it
+    tells a bind mount from the filesystem it binds."""
+    buf = ctypes.create_string_buffer(256)  # struct statx
+    check(libc.statx(fd, b"", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, buf),
+          "statx")
+    if not int.from_bytes(buf.raw[0:4], "little") & STATX_MNT_ID:
+        raise OSError(0, "statx: this kernel reports no mount id")
+    return int.from_bytes(buf.raw[144:152], "little")  # stx_mnt_id
+
+
+def rename_at(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> None:
+    """renameat2: ``RENAME_NOREPLACE`` fails where ``dst`` exists, ``RENAME_EXCHANGE`` swaps
+    the two names atomically."""
+    check(libc.renameat2(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), flags),
+          f"rename {src} to {dst}")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mokkafs.delivery.render import MARKER
 from mokkafs.state import State
 from mokkafs.tree.nodes import File
 from tests.conftest import (
@@ -139,7 +140,7 @@ def test_fuse_view_equals_render(tmp_path: Path, host_sysfs: str) -> None:
 
 
 def _compare_with_render(mount: Mount, dest: Path, state: State, exact: bool) -> None:
-    rendered = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    rendered = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.name != MARKER)
     if exact:
         fuse_paths = sorted(str(p.relative_to(mount.path)) for p in mount.path.rglob("*"))
         assert fuse_paths == rendered
