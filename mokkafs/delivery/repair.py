@@ -78,32 +78,40 @@ def _is_self_bind(point: Path) -> bool:
 
 class SharedParent:
     """The mountpoint's parent as a shared mount while the daemon runs (see the module
-    docstring). Enter before mounting: the mount must propagate."""
+    docstring). Enter before mounting: the mount must propagate. ``adopt``: the mount id of
+    the self-bind a dead predecessor made (from its record); any other self-bind found there
+    (an administrator's own) is left in place when the daemon stops."""
 
-    def __init__(self, mountpoint: Path) -> None:
+    def __init__(self, mountpoint: Path, adopt: int | None = None) -> None:
         self.mountpoint = Path(os.path.abspath(mountpoint))
         self.parent = self.mountpoint.parent
-        self.ours = False  # a self-bind we made or adopted, ours to remove
+        self.adopt = adopt
+        self.mount_id: int | None = None  # the self-bind we made or adopted, ours to remove
+        self.released = False
 
     def __enter__(self) -> SharedParent:
         parent = str(self.parent)
-        if not mounted_at(parent):
+        made = not mounted_at(parent)
+        if made:
             linux.mount(parent, parent, None, linux.MS_BIND)
-        self.ours = _is_self_bind(self.parent)
+        top = mounted_at(parent)[-1]
+        if (made or top.mount_id == self.adopt) and _is_self_bind(self.parent):
+            self.mount_id = top.mount_id
         linux.mount(None, parent, None, linux.MS_SHARED)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if self.ours:
-            release_parent(self.mountpoint)
+        if self.mount_id is not None:
+            self.released = release_parent(self.mountpoint, self.mount_id)
 
 
-def release_parent(mountpoint: Path) -> bool:
-    """Remove the self-bind of the mountpoint's parent unless running containers hold it;
-    True when it was removed."""
+def release_parent(mountpoint: Path, mount_id: int) -> bool:
+    """Remove the self-bind of the mountpoint's parent (the one of that mount id) unless
+    running containers hold it; True when it was removed."""
     mountpoint = Path(os.path.abspath(mountpoint))
-    if not _is_self_bind(mountpoint.parent):
+    stack = mounted_at(mountpoint.parent)
+    if not stack or stack[-1].mount_id != mount_id or not _is_self_bind(mountpoint.parent):
         return False
     held = holders(mountpoint)
     if held:

@@ -1,6 +1,6 @@
 """Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns,
-open_tree, move_mount, statx, renameat2), raising OSError with the errno like os does; and glibc's
-malloc_trim."""
+open_tree, move_mount, statx, renameat2), raising OSError with the errno like os does; and
+glibc's malloc_trim."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 
 MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
                "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME,
                "strictatime": MS_STRICTATIME}
-MNT_DETACH = 2
+MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
 # open_tree(2) and move_mount(2), Linux 5.2: the same numbers on every architecture
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429
 OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH = 1, 4
@@ -41,8 +41,9 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int,
 
 
 def umount_lazily(target: str) -> bool:
-    """Detach what is mounted at ``target``; False (not an error) when nothing is."""
-    return bool(libc.umount2(os.fsencode(target), MNT_DETACH) == 0)
+    """Detach what is mounted at ``target`` (never through a symbolic link); False (not an
+    error) when nothing is."""
+    return bool(libc.umount2(os.fsencode(target), MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
 
 
 def clone_tree(path: str) -> int:
