@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("mountpoint", type=Path)
 
     clean = sub.add_parser("cleanup", help="undo what a daemon that was killed left, as its "
-                           "record says: its CDI spec, its dead mount, its parent's self-bind "
+                           "record says: its CDI spec, its dead mount, the share over its parent "
                            "(for ExecStopPost); refused while a daemon serves MOUNTPOINT")
     _cdi_args(clean)
     _runtime_arg(clean)
@@ -305,7 +305,7 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
                 os.path.abspath(args.cdi_dir)) / spec_file_name(args.cdi_kind):
             print(f"mokkafs: the record names the CDI spec {left.spec.path}, which is the "
                   "one undone", file=sys.stderr)
-        for line in owned.undo(release_bind=True):
+        for line in owned.undo(release_share=True):
             print(f"mokkafs: {line}", file=sys.stderr)
     finally:
         owned.close()

@@ -72,7 +72,8 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
     # The mountpoint's parent, held with slave propagation: a restarted daemon's new mount
     # appears there inside running containers (mokkafs.delivery.repair re-binds the kernel paths).
     # Every bind is read-only all the way down ("rro": runc >= 1.1, crun), so no mount below
-    # one can be written through it; the parent holds nothing but the mount (check_parent).
+    # one can be written through it. The parent is the daemon's read-only tmpfs, holding
+    # nothing but the mount (mokkafs.delivery.share).
     parent = {"hostPath": os.path.dirname(mnt), "containerPath": PROPAGATED,
               "options": ["rbind", "rro", "rslave", "nosuid", "nodev", "noexec"]}
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",

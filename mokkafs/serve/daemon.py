@@ -4,10 +4,11 @@ Start, in order (anything that fails exits before the mount exists, with the sta
 kind): take the mountpoint's lock below ``--runtime-dir`` and undo what a killed daemon's
 record names (mokkafs.serve.owned) -> load the first State -> check the mountpoint (and the
 control socket's place) -> with ``--cdi-dir``, check the directory containers will hold and
-refuse a spec the daemon did not write -> the metrics endpoint (its
-address is bound before anything is mounted) -> the host's sysfs instance -> share the
-mountpoint's parent -> mount -> once the mount answers, publish the CDI spec and re-attach
-containers a previous daemon left -> readiness: a stderr line, and ``READY=1`` to systemd.
+refuse a spec the daemon did not write -> the metrics endpoint (its address is bound before
+anything is mounted) -> the host's sysfs instance -> share the mountpoint's parent (a
+read-only tmpfs of its own over it) -> mount -> once the mount answers, publish the CDI spec
+and re-attach containers a previous daemon left -> readiness: a stderr line, and ``READY=1``
+to systemd.
 
 While serving, one trio nursery runs the source, the swapper (with the fault scheduler and the
 control socket, which change the view through it), the signal handler and the readiness step
@@ -18,7 +19,7 @@ retract the CDI spec, stop the source and the swapper (a compile or build in a w
 abandoned; a batch of kernel invalidations being sent is finished), end the FUSE loop; then the
 exit stack unmounts, un-shares the parent (unless containers hold it), closes the sysfs
 instances and the metrics endpoint, and the lock is dropped with a record of what is left
-(a self-bind containers hold). A second stop signal changes nothing. SIGHUP re-reads the
+(a share containers hold). A second stop signal changes nothing. SIGHUP re-reads the
 profile.
 """
 
@@ -41,7 +42,8 @@ import pyfuse3
 import trio
 
 from mokkafs.delivery.cdi import Publisher, check_parent
-from mokkafs.delivery.repair import SharedParent, repair
+from mokkafs.delivery.repair import repair
+from mokkafs.delivery.share import ParentShare
 from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.adapter import Operations
 from mokkafs.fuse.invalidate import Invalidator
@@ -136,7 +138,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
     refuse_link(config.mountpoint)
     owned = Owned.acquire(config.runtime_dir, config.mountpoint)
     try:
-        owned.undo(release_bind=False)  # a self-bind a dead daemon left is adopted instead
+        owned.undo(release_share=False)  # a share a dead daemon left is adopted instead
         await _serve(config, wiring, owned)
     finally:
         owned.close()
@@ -191,11 +193,11 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         signals = stack.enter_context(trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP))
         if publisher is not None:
             stack.callback(publisher.retract)  # a refusal below: nothing stays published
-            shared = SharedParent(config.mountpoint, adopt=owned.record.self_bind)
+            share = ParentShare(config.mountpoint, adopt=owned.record.share)
             stack.callback(lambda: owned.update(
-                self_bind=None if shared.released else shared.mount_id))
-            stack.enter_context(shared)
-            owned.update(self_bind=shared.mount_id)
+                share=None if share.released else share.mount_id))
+            stack.enter_context(share)
+            owned.update(share=share.mount_id)
         stack.callback(owned.update, mount_id=None)
         stack.enter_context(Session(ops, config.mountpoint))
         owned.update(mount_id=fuse_mount_id(config.mountpoint))

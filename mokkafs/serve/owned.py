@@ -8,7 +8,7 @@ another user or may be written by others) each mountpoint has a directory of its
   daemon tell a live daemon from a dead one without guessing (the kernel drops the lock when
   the process dies, however it dies);
 - ``record.json`` (0600, replaced atomically): the mountpoint, the daemon's pid, the mount
-  id of its FUSE mount, the mount id of the parent's self-bind it made or adopted, and the
+  id of its FUSE mount, the mount id of the share over the parent it made or adopted, and the
   CDI spec it wrote (its directory's identity and the SHA-256 of its content);
 - ``scratch/``: where the daemon mounts sysfs instances for an instant.
 
@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mokkafs.delivery.repair import release_parent
+from mokkafs.delivery.share import release_parent
 from mokkafs.delivery.specdir import SpecDir, SpecRef
 from mokkafs.errors import MountError
 from mokkafs.host import linux
@@ -47,18 +47,18 @@ class Record:
     mountpoint: str
     pid: int = 0
     mount_id: int | None = None  # the FUSE mount (type FSTYPE, source fsname(mountpoint))
-    self_bind: int | None = None  # the parent bound onto itself
+    share: int | None = None  # the tmpfs over the parent (mokkafs.delivery.share)
     spec: SpecRef | None = None
 
     @property
     def empty(self) -> bool:
-        return self.mount_id is None and self.self_bind is None and self.spec is None
+        return self.mount_id is None and self.share is None and self.spec is None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Record:
         spec = data.get("spec")
         return cls(str(data["mountpoint"]), int(data.get("pid", 0)), data.get("mount_id"),
-                   data.get("self_bind"), None if spec is None else SpecRef(
+                   data.get("share"), None if spec is None else SpecRef(
                        str(spec["path"]), (int(spec["dir"][0]), int(spec["dir"][1])),
                        tuple(str(h) for h in spec["sha256"])))
 
@@ -160,10 +160,10 @@ class Owned:
             os.fsync(f.fileno())
         os.rename(tmp, RECORD, src_dir_fd=self.fd, dst_dir_fd=self.fd)
 
-    def undo(self, *, release_bind: bool) -> list[str]:
-        """Undo what the dead daemon's record names (its parent's self-bind only with
-        ``release_bind``, and only when no container holds it). What remains (a self-bind
-        kept for the next daemon) stays on this record. Returns what was done."""
+    def undo(self, *, release_share: bool) -> list[str]:
+        """Undo what the dead daemon's record names (the share over its parent only with
+        ``release_share``, and only when no container holds it). What remains (a share kept
+        for the next daemon) stays on this record. Returns what was done."""
         done = self._undo_scratch()
         left = self.left
         if left is None:
@@ -183,14 +183,14 @@ class Owned:
         if left.mount_id is not None and self._detach(left.mount_id):
             done.append(f"detached {self.mountpoint}, a dead mount left by a daemon that "
                         "did not stop cleanly")
-        bind = left.self_bind
-        if bind is not None:
+        share = left.share
+        if share is not None:
             parent = self.mountpoint.parent
-            if release_bind and release_parent(self.mountpoint, bind):
-                done.append(f"un-shared {parent}")
-            if not any(m.mount_id == bind for m in mounted_at(parent)):
-                bind = None
-        self.update(self_bind=bind)
+            if release_share and release_parent(self.mountpoint, share):
+                done.append(f"removed the share over {parent}")
+            if not any(m.mount_id == share for m in mounted_at(parent)):
+                share = None
+        self.update(share=share)
         for line in done:
             log.warning("%s", line)
         return done
