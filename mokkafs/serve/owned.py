@@ -67,9 +67,10 @@ def _private(path: Path, fd: int) -> None:
     st = os.fstat(fd)
     if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         os.close(fd)
-        raise MountError(f"--runtime-dir {path}: it belongs to uid {st.st_uid} or may be "
-                         f"written by others (mode {st.st_mode & 0o777:o}); give the daemon a "
-                         "directory only root can write (the default /run/mokkafs-runtime)")
+        what = (f"it belongs to uid {st.st_uid}" if st.st_uid != os.geteuid() else
+                f"others may write it (mode {st.st_mode & 0o777:o})")
+        raise MountError(f"--runtime-dir {path}: {what}; give the daemon a directory only "
+                         "root can write (the default /run/mokkafs-runtime)")
 
 
 def _open_private(path: Path) -> int:

@@ -6,6 +6,7 @@ a mountpoint that is a link are all left alone."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -134,3 +135,17 @@ def test_a_mountpoint_that_is_a_symlink_is_refused(tmp_path: Path) -> None:
     assert not mounted_at(real)
     result = mokkafs("cleanup", link)
     assert result.returncode == BUSY and "is a symbolic link" in result.stderr
+
+
+def test_a_runtime_dir_others_may_write_is_refused(tmp_path: Path) -> None:
+    """Others could plant the lock or the record there; nothing is mounted."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    runtime.chmod(0o777)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    result = mokkafs("mount", "--profile", "t4", "--runtime-dir", runtime, mnt, timeout=30)
+    assert result.returncode == BUSY, result.stderr
+    assert f"--runtime-dir {runtime}: others may write it (mode 777)" in result.stderr
+    assert not mounted_at(mnt)
+    assert sorted(os.listdir(runtime)) == []
