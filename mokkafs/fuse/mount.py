@@ -60,7 +60,7 @@ def prepare_mountpoint(mountpoint: Path) -> None:
                              f"detached; run: umount -l {mountpoint}") from None
     if not os.path.isdir(mountpoint):
         raise MountError(f"mountpoint {mountpoint} is not a directory")
-    if os.path.ismount(mountpoint):
+    if os.path.ismount(mountpoint) or mounted_at(os.path.abspath(mountpoint)):
         raise MountError(f"{mountpoint} is already a mount point (busy); unmount it first "
                          f"or choose another directory")
 

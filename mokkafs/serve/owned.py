@@ -121,17 +121,35 @@ class Owned:
     def acquire(cls, runtime_dir: Path, mountpoint: Path) -> Owned:
         """Take the mountpoint's lock, or raise ``MountError`` naming the live daemon that
         holds it. ``left``: the record of a dead daemon, if it left one."""
-        owned = cls(runtime_dir, mountpoint)
+        for _ in range(20):
+            try:
+                owned = cls(runtime_dir, mountpoint)
+            except FileNotFoundError:  # its directory was being removed (``close``)
+                continue
+            try:
+                fcntl.flock(owned.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                live = owned._load()
+                owned._close_fds()
+                pid = f" (pid {live.pid})" if live is not None else ""
+                raise MountError(f"a live mokkafs daemon{pid} serves {owned.mountpoint}: it "
+                                 f"holds {owned.dir}/lock; stop it first (nothing was "
+                                 "changed)") from None
+            if owned._current():
+                owned.left = owned._load()
+                return owned
+            owned._close_fds()  # its holder removed it before letting go: take the new one
+        raise MountError(f"the lock of {mountpoint} in {runtime_dir} keeps being replaced")
+
+    def _current(self) -> bool:
+        """Whether the lock taken is still the one at the lock's path."""
         try:
-            fcntl.flock(owned.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            live = owned._load()
-            owned._close_fds()
-            pid = f" (pid {live.pid})" if live is not None else ""
-            raise MountError(f"a live mokkafs daemon{pid} serves {owned.mountpoint}: it holds "
-                             f"{owned.dir}/lock; stop it first (nothing was changed)") from None
-        owned.left = owned._load()
-        return owned
+            here = os.stat("lock", dir_fd=self.fd, follow_symlinks=False)
+            top = os.stat(self.dir, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return here.st_ino == os.fstat(self.lock).st_ino \
+            and top.st_ino == os.fstat(self.fd).st_ino
 
     def _load(self) -> Record | None:
         try:
@@ -182,8 +200,8 @@ class Owned:
                 finally:
                     held.close()
         if left.mount_id is not None and self._detach(left.mount_id):
-            done.append(f"detached {self.mountpoint}, a dead mount left by a daemon that "
-                        "did not stop cleanly")
+            done.append(f"{self.mountpoint} holds a dead FUSE mount left by a daemon that "
+                        "did not stop cleanly; detached it")
         share = left.share
         if share is not None:
             parent = self.mountpoint.parent
@@ -217,10 +235,15 @@ class Owned:
         return done
 
     def close(self) -> None:
-        """Drop the record once it names nothing, and the lock."""
+        """Drop the lock; and once the record names nothing, the whole directory (the lock
+        file is unlinked while still held: see ``acquire``)."""
         if self.record.empty:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(RECORD, dir_fd=self.fd)
+            for name, remove in ((RECORD, os.unlink), ("scratch", os.rmdir),
+                                 ("lock", os.unlink)):
+                with contextlib.suppress(OSError):
+                    remove(name, dir_fd=self.fd)
+            with contextlib.suppress(OSError):
+                os.rmdir(self.dir)
         self._close_fds()
 
     def _close_fds(self) -> None:

@@ -325,4 +325,12 @@ def test_missing_and_busy_mountpoints_are_clear_errors(tmp_path: Path) -> None:
     assert missing.returncode == 3 and "does not exist" in missing.stderr
     with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4"]):
         busy = run(tmp_path / "mnt")
-        assert busy.returncode == 3 and "already a mount point" in busy.stderr
+        assert busy.returncode == 3 and "a live mokkafs daemon" in busy.stderr
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    subprocess.run(["mount", "--bind", str(tmp_path / "mnt"), str(taken)], check=True)
+    try:
+        busy = run(taken)
+    finally:
+        subprocess.run(["umount", str(taken)], check=True)
+    assert busy.returncode == 3 and "already a mount point" in busy.stderr
