@@ -28,6 +28,7 @@ from mokkafs.delivery.cdi import (
     write_atomically,
 )
 from mokkafs.delivery.render import mode_string, render
+from mokkafs.delivery.share import require_share
 from mokkafs.errors import MokkafsError, UsageError
 from mokkafs.faults.effects import applied, at
 from mokkafs.host.facts import default_node_name, read_host_facts
@@ -315,6 +316,7 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
 def _cmd_cdi(args: argparse.Namespace) -> int:
     require_serving(args.mountpoint)
     check_parent(args.mountpoint)  # the spec hands it to every container, as the daemon's does
+    require_share(args.mountpoint)
     spec = build_spec(args.mountpoint, served_device_nodes(args.mountpoint),
                       args.cdi_version or DEFAULT_VERSION, kind=args.cdi_kind)
     validate(spec)

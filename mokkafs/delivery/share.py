@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 
 from mokkafs.delivery.repair import holders
+from mokkafs.errors import CdiError
 from mokkafs.host import linux
 from mokkafs.host.mountinfo import MountEntry, mounted_at
 
@@ -41,6 +42,16 @@ def _share(mountpoint: Path, mount_id: int) -> MountEntry | None:
             and stack[-1].source == source(mountpoint):
         return stack[-1]
     return None
+
+
+def require_share(mountpoint: Path) -> None:
+    """Raise ``CdiError`` unless the mountpoint's parent is a daemon's share: a spec handing
+    containers the bare directory would show them whatever is written there later."""
+    stack = mounted_at(Path(os.path.abspath(mountpoint)).parent)
+    if not stack or stack[-1].fstype != FSTYPE or stack[-1].source != source(mountpoint):
+        raise CdiError(f"{Path(mountpoint).parent} is not the read-only share a daemon "
+                       "started with --cdi-dir makes there, and a container given it would "
+                       "see whatever is written there later; start the daemon with --cdi-dir")
 
 
 class ParentShare:

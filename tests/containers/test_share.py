@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.containers.conftest import HOST_TOOLS, IMAGE, RUN, node_args, podman
@@ -44,3 +46,17 @@ def test_a_file_written_into_the_parent_later_never_reaches_a_container(
                     os.unlink(leftover, dir_fd=below)
             os.close(below)
         assert sorted(os.listdir(share)) == ["node"]  # the share is gone with the daemon
+
+
+def test_cdi_refuses_a_parent_that_is_not_a_daemons_share(tmp_path: Path) -> None:
+    """A daemon started without --cdi-dir makes no share: the spec ``mokkafs cdi`` would
+    print hands containers the bare parent directory, so it is refused."""
+    with shared_parent(tmp_path) as share, \
+            mokkafs_mount(share / "node", ["--profile", "t4"]) as mount:
+        result = subprocess.run([sys.executable, "-m", "mokkafs", "cdi", "--mountpoint",
+                                 str(mount.path)], capture_output=True, text=True, cwd=REPO,
+                                timeout=60)
+    assert result.returncode == 4, result.stderr
+    assert f"{share} is not the read-only share a daemon started with --cdi-dir makes" \
+        in result.stderr
+    assert result.stdout == ""
