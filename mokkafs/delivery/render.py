@@ -5,10 +5,10 @@ side-by-side benchmarks. There is no second renderer: the content comes from the
 ``dest`` (mode 0700, so nobody else can plant anything in it), every file created there with
 ``O_EXCL | O_NOFOLLOW`` relative to its directory's descriptor, and then renamed into place
 in one step: a reader sees the old view or the new one, never half of one. ``dest`` must not
-exist yet, or be a directory ``render`` wrote before (it holds the ``MARKER`` file); then the
-two are exchanged atomically and the old tree is removed without following a link or
-crossing into another mount. Anything else (a directory of someone else's, a symbolic link,
-a mount below ``dest``) is refused before anything is written.
+exist yet, be empty, or be a directory ``render`` wrote before (it holds the ``MARKER``
+file); then the two are exchanged atomically and the old tree is removed without following
+a link or crossing into another mount. Anything else (a directory of someone else's, a
+symbolic link, a mount below ``dest``) is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ def render(tree: Tree, dest: Path, now: float) -> int:
 
 
 def _own_output(parent: int, dest: Path) -> tuple[int, int] | None:
-    """None when ``dest`` does not exist; its (st_dev, st_ino) when it is render's own earlier
-    output on the same mount as its parent, with no mount below it. Raises ``UsageError``."""
+    """None when ``dest`` does not exist; its (st_dev, st_ino) when it is empty or render's
+    own earlier output, on the same mount as its parent, with no mount below it. Raises
+    ``UsageError``."""
     try:
         st = os.stat(dest.name, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
@@ -69,7 +70,9 @@ def _own_output(parent: int, dest: Path) -> tuple[int, int] | None:
             marker = os.stat(MARKER, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             marker = None
-        if marker is None or not stat.S_ISREG(marker.st_mode) or marker.st_uid != os.geteuid():
+        empty = not os.listdir(fd)  # nothing to lose (a fresh mktemp -d)
+        if not empty and (marker is None or not stat.S_ISREG(marker.st_mode)
+                          or marker.st_uid != os.geteuid()):
             raise UsageError(f"{dest} is not a directory mokkafs render wrote (it has no "
                              f"{MARKER} file); render replaces only its own output: {fix}")
         mount = linux.mount_id(parent)

@@ -44,6 +44,16 @@ def test_a_directory_render_did_not_write_is_refused_and_kept(tmp_path: Path) ->
     assert (tmp_path / "file").read_text() == "a file"
 
 
+def test_an_empty_directory_is_rendered_into(tmp_path: Path) -> None:
+    """Nothing to lose there (a ``mktemp -d``); then it is render's own to replace."""
+    dest = tmp_path / "empty"
+    dest.mkdir()
+    for _ in range(2):
+        result = render(dest)
+        assert result.returncode == 0, result.stderr
+        assert (dest / MARKER).is_file() and (dest / "proc/devices").is_file()
+
+
 def test_a_symlink_as_dir_is_refused(tmp_path: Path, rendered: Path) -> None:
     """Even to a directory render wrote: the link's target is not the path it was given."""
     elsewhere = tmp_path / "elsewhere"
