@@ -21,7 +21,6 @@ from mokkafs.delivery.cdi import (
     VERSIONS,
     build_spec,
     check_parent,
-    remove_spec,
     require_serving,
     served_device_nodes,
     spec_file_name,
@@ -29,6 +28,7 @@ from mokkafs.delivery.cdi import (
     write_atomically,
 )
 from mokkafs.delivery.render import mode_string, render
+from mokkafs.delivery.share import require_share
 from mokkafs.errors import MokkafsError, UsageError
 from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
@@ -74,6 +74,13 @@ def _cdi_args(p: argparse.ArgumentParser, required: bool = False) -> None:
                         "on a machine)")
 
 
+def _runtime_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runtime-dir", type=Path, default=Path("/run/mokkafs-runtime"),
+                   help="a directory only root can write, where each daemon holds its lock "
+                        "and the record of what it made, and mounts sysfs instances for an "
+                        "instant")
+
+
 DESCRIPTION = ("A simulated GPU node's sysfs and /proc/devices, served over FUSE and computed "
                "live from a hardware profile.")
 
@@ -94,9 +101,7 @@ def _parser() -> argparse.ArgumentParser:
                             "(a sysfs instance of the daemon's own, without the filesystems "
                             "mounted below /sys), so the view can be a container's whole /sys; "
                             "none: simulated nodes only")
-    mount.add_argument("--runtime-dir", type=Path, default=Path("/run/mokkafs-runtime"),
-                       help="a directory of the daemon's own, where it mounts sysfs instances "
-                            "for an instant")
+    _runtime_arg(mount)
     mount.add_argument("--metrics", metavar="HOST:PORT", default=None,
                        help="serve /metrics, /healthz and /readyz there (off by default; "
                             "e.g. 127.0.0.1:9464)")
@@ -132,9 +137,11 @@ def _parser() -> argparse.ArgumentParser:
                             "by default, exit status 3)")
     mount.add_argument("mountpoint", type=Path)
 
-    clean = sub.add_parser("cleanup", help="undo what a daemon that was killed left: its CDI "
-                           "spec, its dead mount (for ExecStopPost)")
+    clean = sub.add_parser("cleanup", help="undo what a daemon that was killed left, as its "
+                           "record says: its CDI spec, its dead mount, the share over its parent "
+                           "(for ExecStopPost); refused while a daemon serves MOUNTPOINT")
     _cdi_args(clean)
+    _runtime_arg(clean)
     clean.add_argument("mountpoint", type=Path)
 
     cdi = sub.add_parser("cdi", help="print (or write) the CDI spec of a serving mount")
@@ -316,24 +323,32 @@ def _first(group: BaseExceptionGroup[MokkafsError]) -> MokkafsError:
 
 
 def _cmd_cleanup(args: argparse.Namespace) -> int:
-    from mokkafs.delivery.repair import release_parent
-    from mokkafs.host import linux
-    from mokkafs.host.mountinfo import FSTYPE, mounted_at
+    from mokkafs.fuse.mount import refuse_link
+    from mokkafs.serve.owned import Owned
 
-    if args.cdi_dir:
-        remove_spec(args.cdi_dir / spec_file_name(args.cdi_kind))
-    target = os.path.abspath(args.mountpoint)
-    if any(m.fstype == FSTYPE for m in mounted_at(target)):
-        linux.umount_lazily(target)
-        print(f"mokkafs: detached {target}", file=sys.stderr)
-    if release_parent(Path(target)):
-        print(f"mokkafs: un-shared {os.path.dirname(target)}", file=sys.stderr)
+    refuse_link(args.mountpoint)
+    owned = Owned.acquire(args.runtime_dir, args.mountpoint)  # refused while a daemon lives
+    try:
+        left = owned.left
+        if left is None:
+            print(f"mokkafs: no daemon left a record of {owned.mountpoint} in "
+                  f"{args.runtime_dir}; nothing to undo", file=sys.stderr)
+            return 0
+        if args.cdi_dir and left.spec is not None and Path(left.spec.path) != Path(
+                os.path.abspath(args.cdi_dir)) / spec_file_name(args.cdi_kind):
+            print(f"mokkafs: the record names the CDI spec {left.spec.path}, which is the "
+                  "one undone", file=sys.stderr)
+        for line in owned.undo(release_share=True):
+            print(f"mokkafs: {line}", file=sys.stderr)
+    finally:
+        owned.close()
     return 0
 
 
 def _cmd_cdi(args: argparse.Namespace) -> int:
     require_serving(args.mountpoint)
     check_parent(args.mountpoint)  # the spec hands it to every container, as the daemon's does
+    require_share(args.mountpoint)
     spec = build_spec(args.mountpoint, served_device_nodes(args.mountpoint),
                       args.cdi_version or DEFAULT_VERSION, kind=args.cdi_kind)
     validate(spec)

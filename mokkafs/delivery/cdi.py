@@ -20,10 +20,12 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from mokkafs.delivery.repair import PROPAGATED
+from mokkafs.delivery.specdir import SpecDir, SpecRef, digest
 from mokkafs.errors import CdiError, MountError, UsageError
 from mokkafs.host.mountinfo import FSTYPE, mounted_at
 
@@ -70,7 +72,8 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
     # The mountpoint's parent, held with slave propagation: a restarted daemon's new mount
     # appears there inside running containers (mokkafs.delivery.repair re-binds the kernel paths).
     # Every bind is read-only all the way down ("rro": runc >= 1.1, crun), so no mount below
-    # one can be written through it; the parent holds nothing but the mount (check_parent).
+    # one can be written through it. The parent is the daemon's read-only tmpfs, holding
+    # nothing but the mount (mokkafs.delivery.share).
     parent = {"hostPath": os.path.dirname(mnt), "containerPath": PROPAGATED,
               "options": ["rbind", "rro", "rslave", "nosuid", "nodev", "noexec"]}
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
@@ -195,60 +198,77 @@ def check_parent(mountpoint: Path) -> Path:
 
 
 class Publisher:
-    """Keeps ``<cdi_dir>/<kind>.json`` in step with a serving mount."""
+    """Keeps ``<cdi_dir>/<kind>.json`` in step with a serving mount, touching only what it
+    wrote: ``record`` is told (before and after each write) what the spec may hold, so that
+    a cleanup after a crash can tell the daemon's spec from anybody else's."""
 
     def __init__(self, cdi_dir: Path, mountpoint: Path, version: str = DEFAULT_VERSION,
-                 kind: str = KIND, hook: str | None = None) -> None:
-        self.path = cdi_dir / spec_file_name(kind)
+                 kind: str = KIND, hook: str | None = None,
+                 record: Callable[[SpecRef | None], None] = lambda ref: None) -> None:
+        self.path = Path(os.path.abspath(cdi_dir)) / spec_file_name(kind)
         self.mountpoint = mountpoint
         self.version = version
         self.kind = kind
         self.hook = hook or hook_path()
+        self.record = record
+        self.dir: SpecDir | None = None
+        self.sha256: str | None = None  # what the spec holds, as this daemon wrote it
         self.published = False
         self.closed = False  # retracted for good: the mount is going
 
+    def prepare(self, left: SpecRef | None = None) -> None:
+        """Before mounting: hold the CDI directory, remove the spec a killed predecessor left
+        (``left``, from its record), and refuse a file at the spec's name that is not this
+        daemon's. Raises ``CdiError``."""
+        self.dir = SpecDir.open(self.path)
+        if left is not None and Path(left.path) == self.path and left.dir == self.dir.identity \
+                and self.dir.remove_if(left.sha256):
+            log.warning("removed %s, a CDI spec left by a daemon that did not stop cleanly",
+                        self.path)
+        if self.dir.current() is not None:
+            self.dir.close()
+            raise CdiError(f"{self.path} exists and is not a spec this daemon's record says "
+                           "it wrote; mokkafs replaces only its own: remove it if it is a "
+                           "stale mokkafs spec, or choose another --cdi-kind")
+
     def publish(self, nodes: list[DeviceNode]) -> None:
         """Write the spec (unless retracted for good). Raises ``CdiError``."""
-        if self.closed:
+        if self.closed or self.dir is None:
             return
         spec = build_spec(self.mountpoint, nodes, self.version, self.hook, self.kind)
         validate(spec)
+        data = (json.dumps(spec, indent=2) + "\n").encode()
+        held = self.dir
+        what = f"cannot write the CDI spec {self.path}"
+        held.check_path(what)
+        if held.current() not in (None, self.sha256):
+            raise CdiError(f"{what}: a file mokkafs did not write took its place; it is left "
+                           "as it is")
+        new = digest(data)
+        self.record(SpecRef(str(self.path), held.identity,
+                            tuple(h for h in (self.sha256, new) if h)))
         try:
-            write_atomically(spec, self.path)
+            held.write(data)
         except OSError as exc:
-            raise CdiError(f"cannot write the CDI spec {self.path}: {exc.strerror}") from None
+            raise CdiError(f"{what}: {exc.strerror}") from None
+        self.sha256 = new
+        self.record(SpecRef(str(self.path), held.identity, (new,)))
         self.published = True
         log.info("published CDI spec %s (kind %s)", self.path, self.kind)
 
     def retract(self) -> None:
-        """Remove the spec this publisher wrote, for good (never raises: it runs at
-        shutdown)."""
+        """Remove the spec this publisher wrote, for good, from the directory it wrote it to
+        (never raises: it runs at shutdown)."""
         self.closed = True
-        if self.published:
-            self.published = False
-            try:
-                self.path.unlink(missing_ok=True)
-            except OSError as exc:
-                log.error("could not retract CDI spec %s: %s", self.path, exc)
-            else:
-                log.info("retracted CDI spec %s", self.path)
-
-    def prepare(self) -> None:
-        """Before mounting: the CDI directory is usable, and a spec a killed daemon left
-        (naming a mount that is gone) is removed. Raises ``CdiError``."""
+        held, self.dir = self.dir, None
+        if held is None:
+            return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.published and self.sha256 and held.remove_if((self.sha256,)):
+                log.info("retracted CDI spec %s", self.path)
+            self.record(None)
         except OSError as exc:
-            raise CdiError(f"CDI directory {self.path.parent}: {exc.strerror}; give --cdi-dir "
-                           "a directory the runtime reads (/etc/cdi or /var/run/cdi)") from None
-        remove_spec(self.path)
-
-
-def remove_spec(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise CdiError(f"cannot remove the stale CDI spec {path}: {exc.strerror}") from None
-    log.warning("removed %s, a CDI spec left by a daemon that did not stop cleanly", path)
+            log.error("could not retract CDI spec %s: %s", self.path, exc)
+        finally:
+            held.close()
+            self.published = False

@@ -10,9 +10,7 @@ namespace, and what the runtime had mounted over them is made again (``_rebind``
 into a mount namespace needs a single-threaded process, hence the helper
 ``python -m mokkafs.delivery.repair`` per namespace.
 
-The parent is made a shared mount by binding it onto itself (``SharedParent``). That bind is
-removed when the daemon stops, unless running containers still hold it: they need it to be
-re-attached by the next daemon, which adopts it, and removes it in turn once none does.
+The shared parent containers hold is a tmpfs of the daemon's own (mokkafs.delivery.share).
 """
 
 from __future__ import annotations
@@ -24,10 +22,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from mokkafs.host import linux
-from mokkafs.host.mountinfo import FSTYPE, MountEntry, fsname, mounted_at, mounts_of
+from mokkafs.host.mountinfo import FSTYPE, MountEntry, fsname, mounts_of
 
 log = logging.getLogger(__name__)
 
@@ -58,59 +55,6 @@ def _ours(mountpoint: Path, pid: int) -> list[MountEntry]:
 def holders(mountpoint: Path) -> list[int]:
     """One pid per other mount namespace that holds this filesystem (a container)."""
     return [pid for pid in _other_namespaces().values() if _ours(mountpoint, pid)]
-
-
-def _is_self_bind(point: Path) -> bool:
-    """Whether the top mount at ``point`` is its own directory bound onto itself (what
-    ``SharedParent`` makes), as opposed to a filesystem or volume mounted there."""
-    stack = mounted_at(point)
-    if not stack:
-        return False
-    top = stack[-1]
-    below = [m for m in mounts_of() if m.point != str(point)
-             and (str(point).startswith(m.point.rstrip("/") + "/") or m.point == "/")]
-    if not below:
-        return False
-    under = max(below, key=lambda m: len(m.point))  # the mount the directory lives on
-    inside = os.path.relpath(point, under.point)
-    return top.dev == under.dev and os.path.normpath(os.path.join(under.root, inside)) == top.root
-
-
-class SharedParent:
-    """The mountpoint's parent as a shared mount while the daemon runs (see the module
-    docstring). Enter before mounting: the mount must propagate."""
-
-    def __init__(self, mountpoint: Path) -> None:
-        self.mountpoint = Path(os.path.abspath(mountpoint))
-        self.parent = self.mountpoint.parent
-        self.ours = False  # a self-bind we made or adopted, ours to remove
-
-    def __enter__(self) -> SharedParent:
-        parent = str(self.parent)
-        if not mounted_at(parent):
-            linux.mount(parent, parent, None, linux.MS_BIND)
-        self.ours = _is_self_bind(self.parent)
-        linux.mount(None, parent, None, linux.MS_SHARED)
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self.ours:
-            release_parent(self.mountpoint)
-
-
-def release_parent(mountpoint: Path) -> bool:
-    """Remove the self-bind of the mountpoint's parent unless running containers hold it;
-    True when it was removed."""
-    mountpoint = Path(os.path.abspath(mountpoint))
-    if not _is_self_bind(mountpoint.parent):
-        return False
-    held = holders(mountpoint)
-    if held:
-        log.info("keeping %s shared: running containers hold it (pids %s) and will be "
-                 "re-attached by the next daemon", mountpoint.parent, held[:5])
-        return False
-    return linux.umount_lazily(str(mountpoint.parent))
 
 
 def plan(mountpoint: Path, live_dev: str) -> dict[int, list[tuple[str, str]]]:

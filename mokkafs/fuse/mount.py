@@ -13,7 +13,7 @@ import pyfuse3
 
 from mokkafs.errors import MountError
 from mokkafs.host import linux
-from mokkafs.host.mountinfo import FSTYPE, fsname
+from mokkafs.host.mountinfo import FSTYPE, fsname, mounted_at
 
 log = logging.getLogger(__name__)
 
@@ -24,16 +24,26 @@ def options(mountpoint: Path) -> set[str]:
         f"fsname={fsname(mountpoint)}", f"subtype={FSTYPE.split('.')[1]}", "allow_other", "ro"}
 
 
+def refuse_link(mountpoint: Path) -> None:
+    """Raise ``MountError`` when ``mountpoint`` is a symbolic link: the daemon mounts, and
+    cleanup detaches, at the path it was given, never where a link points."""
+    if os.path.islink(mountpoint):
+        raise MountError(f"mountpoint {mountpoint} is a symbolic link; give the directory "
+                         f"itself ({os.path.realpath(mountpoint)}, if that is the one)")
+
+
 def prepare_mountpoint(mountpoint: Path, nonempty: bool = False) -> None:
     """Make ``mountpoint`` ready to mount on, or raise ``MountError`` saying why it is not.
 
     A directory that holds files is refused unless ``nonempty``: the mount would hide them
     (libfuse 3 mounts over them without a word).
 
-    A dead FUSE mount left by a killed daemon is detached first. It is found with statfs, which
-    always reaches the FUSE server (ENOTCONN when it is gone), where a stat may be answered
-    from the kernel's attribute cache and look alive.
+    A dead mokkafs mount of this mountpoint left by a killed daemon is detached first (a dead
+    mount of any other filesystem is refused). It is found with statfs, which always reaches
+    the FUSE server (ENOTCONN when it is gone), where a stat may be answered from the
+    kernel's attribute cache and look alive.
     """
+    refuse_link(mountpoint)
     try:
         os.statvfs(mountpoint)
     except FileNotFoundError:
@@ -42,13 +52,18 @@ def prepare_mountpoint(mountpoint: Path, nonempty: bool = False) -> None:
     except OSError as exc:
         if exc.errno != errno.ENOTCONN:
             raise MountError(f"mountpoint {mountpoint}: {exc.strerror}") from None
+        stack = mounted_at(os.path.abspath(mountpoint))
+        if not stack or stack[-1].fstype != FSTYPE or stack[-1].source != fsname(mountpoint):
+            raise MountError(f"mountpoint {mountpoint} holds a dead mount mokkafs did not "
+                             f"make ({stack[-1].fstype if stack else 'unknown'}); unmount it "
+                             "first") from None
         log.warning("%s holds a dead FUSE mount (ENOTCONN); detaching it", mountpoint)
         if not linux.umount_lazily(str(mountpoint)):
             raise MountError(f"{mountpoint} holds a dead FUSE mount that could not be "
                              f"detached; run: umount -l {mountpoint}") from None
     if not os.path.isdir(mountpoint):
         raise MountError(f"mountpoint {mountpoint} is not a directory")
-    if os.path.ismount(mountpoint):
+    if os.path.ismount(mountpoint) or mounted_at(os.path.abspath(mountpoint)):
         raise MountError(f"{mountpoint} is already a mount point (busy); unmount it first "
                          f"or choose another directory")
     if not nonempty:

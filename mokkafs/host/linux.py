@@ -1,6 +1,6 @@
 """Checked wrappers of the Linux calls Python's os module lacks (mount, umount2, setns,
-open_tree, move_mount), raising OSError with the errno like os does; and glibc's
-malloc_trim."""
+open_tree, move_mount, statx, renameat2), raising OSError with the errno like os does; and
+glibc's malloc_trim."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 
 MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
                "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME,
                "strictatime": MS_STRICTATIME}
-MNT_DETACH = 2
+MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
 # open_tree(2) and move_mount(2), Linux 5.2: the same numbers on every architecture
 SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429
 OPEN_TREE_CLONE, MOVE_MOUNT_F_EMPTY_PATH = 1, 4
@@ -41,8 +41,9 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int,
 
 
 def umount_lazily(target: str) -> bool:
-    """Detach what is mounted at ``target``; False (not an error) when nothing is."""
-    return bool(libc.umount2(os.fsencode(target), MNT_DETACH) == 0)
+    """Detach what is mounted at ``target`` (never through a symbolic link); False (not an
+    error) when nothing is."""
+    return bool(libc.umount2(os.fsencode(target), MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
 
 
 def clone_tree(path: str) -> int:
@@ -70,3 +71,26 @@ def release_free_heap() -> None:
     trim = getattr(libc, "malloc_trim", None)
     if trim is not None:
         trim(0)
+
+
+AT_EMPTY_PATH, AT_SYMLINK_NOFOLLOW = 0x1000, 0x100
+STATX_MNT_ID = 0x1000
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+
+
+def mount_id(fd: int) -> int:
+    """The id of the mount the open file ``fd`` lives on (statx, Linux 5.8): unlike st_dev it
+    tells a bind mount from the filesystem it binds."""
+    buf = ctypes.create_string_buffer(256)  # struct statx
+    check(libc.statx(fd, b"", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_MNT_ID, buf),
+          "statx")
+    if not int.from_bytes(buf.raw[0:4], "little") & STATX_MNT_ID:
+        raise OSError(0, "statx: this kernel reports no mount id")
+    return int.from_bytes(buf.raw[144:152], "little")  # stx_mnt_id
+
+
+def rename_at(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> None:
+    """renameat2: ``RENAME_NOREPLACE`` fails where ``dst`` exists, ``RENAME_EXCHANGE`` swaps
+    the two names atomically."""
+    check(libc.renameat2(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), flags),
+          f"rename {src} to {dst}")

@@ -1,14 +1,15 @@
 """The mount process, on one exit stack that registers each cleanup as its resource is taken.
 
 Start, in order (anything that fails exits before the mount exists, with the status of its
-kind): load the first State -> check the mountpoint and the control socket's place -> the
-state file's directory, and what the state file keeps from the daemon before
-(``serve.durable``; a file refused is set aside, and the profile serves alone) -> with
-``--cdi-dir``, check the directory
-containers will hold and remove a spec a killed daemon left -> the metrics endpoint (its
-address is bound before anything is mounted) -> the host's sysfs instance -> share the
-mountpoint's parent -> mount -> once the mount answers, publish the CDI spec and re-attach
-containers a previous daemon left -> readiness: a stderr line, and ``READY=1`` to systemd.
+kind): take the mountpoint's lock below ``--runtime-dir`` and undo what a killed daemon's
+record names (mokkafs.serve.owned) -> load the first State -> check the mountpoint and the
+control socket's place -> the state file's directory, and what the state file keeps from the
+daemon before (``serve.durable``; a file refused is set aside, and the profile serves alone)
+-> with ``--cdi-dir``, check the directory containers will hold and refuse a spec the daemon
+did not write -> the metrics endpoint (its address is bound before anything is mounted) ->
+the host's sysfs instance -> share the mountpoint's parent (a read-only tmpfs of its own over
+it) -> mount -> once the mount answers, publish the CDI spec and re-attach containers a
+previous daemon left -> readiness: a stderr line, and ``READY=1`` to systemd.
 
 While serving, one trio nursery runs the source, the swapper (with the fault scheduler and the
 control socket, which change the view through it), the signal handler and the readiness step
@@ -18,7 +19,8 @@ Stop (SIGINT/SIGTERM), in a shielded scope bounded by ``Config.shutdown_seconds`
 retract the CDI spec, stop the source and the swapper (a compile or build in a worker thread is
 abandoned; a batch of kernel invalidations being sent is finished), end the FUSE loop; then the
 exit stack unmounts, un-shares the parent (unless containers hold it), closes the sysfs
-instances and the metrics endpoint. A second stop signal changes nothing. SIGHUP re-reads the
+instances and the metrics endpoint, and the lock is dropped with a record of what is left
+(a share containers hold). A second stop signal changes nothing. SIGHUP re-reads the
 profile.
 """
 
@@ -41,17 +43,17 @@ import pyfuse3
 import trio
 
 from mokkafs.delivery.cdi import Publisher, check_parent
-from mokkafs.delivery.repair import SharedParent, repair
+from mokkafs.delivery.repair import repair
+from mokkafs.delivery.share import ParentShare
 from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.adapter import Operations
 from mokkafs.fuse.cache_mode import CacheMode
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.modes import serving
-from mokkafs.fuse.mount import Session, prepare_mountpoint
+from mokkafs.fuse.mount import Session, prepare_mountpoint, refuse_link
 from mokkafs.fuse.passthrough import HostView
 from mokkafs.fuse.view import TreeHolder, View
 from mokkafs.host import linux
-from mokkafs.host.mountinfo import mounts_of
 from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
 from mokkafs.obs.metrics import Metrics
@@ -60,6 +62,7 @@ from mokkafs.serve import READY
 from mokkafs.serve.control import check_apart, check_place, serve_control
 from mokkafs.serve.durable import StateFile, restore_at_start
 from mokkafs.serve.faults import FaultScheduler, real_sleep_until
+from mokkafs.serve.owned import Owned, fuse_mount_id
 from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
 from mokkafs.state import State
@@ -136,17 +139,21 @@ def sd_notify(message: str) -> None:
             log.warning("NOTIFY_SOCKET %s: %s", addr, exc)
 
 
-def sweep_runtime_dir(runtime_dir: Path) -> None:
-    """Detach what a killed daemon left mounted below ``runtime_dir``."""
-    prefix = str(runtime_dir).rstrip("/") + "/"
-    for entry in reversed(mounts_of()):
-        if entry.point.startswith(prefix) and linux.umount_lazily(entry.point):
-            log.warning("detached %s, left mounted by a daemon that was killed", entry.point)
-
-
 async def serve(config: Config, wiring: Wiring) -> None:
     """Mount, serve until a stop signal, unmount. Raises the ``MokkafsError`` of its kind when
-    something it needs cannot be had (nothing is left mounted or published then)."""
+    something it needs cannot be had (nothing is left mounted or published then). For its
+    whole life the daemon holds its mountpoint's lock below ``--runtime-dir``, and records
+    there what it made (mokkafs.serve.owned)."""
+    refuse_link(config.mountpoint)
+    owned = Owned.acquire(config.runtime_dir, config.mountpoint)
+    try:
+        owned.undo(release_share=False)  # a share a dead daemon left is adopted instead
+        await _serve(config, wiring, owned)
+    finally:
+        owned.close()
+
+
+async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
     status = wiring.status
     status.cache_mode = config.cache_mode.value
     status.watch = wiring.source
@@ -174,9 +181,9 @@ async def serve(config: Config, wiring: Wiring) -> None:
     if config.cdi is not None:
         check_parent(config.mountpoint)
         publisher = Publisher(config.cdi.dir, config.mountpoint, config.cdi.version,
-                              config.cdi.kind, config.cdi.hook)
+                              config.cdi.kind, config.cdi.hook,
+                              record=lambda ref: owned.update(spec=ref))
         publisher.prepare()
-    sweep_runtime_dir(config.runtime_dir)
 
     async with contextlib.AsyncExitStack() as stack:
         outer = await stack.enter_async_context(trio.open_nursery())
@@ -187,7 +194,7 @@ async def serve(config: Config, wiring: Wiring) -> None:
             await outer.start(serve_http, config.health, None, status)
         netns = None
         if state.host.sysfs:
-            netns = NetnsSysfs(config.runtime_dir / "scratch", proc=wiring.proc)
+            netns = NetnsSysfs(owned.scratch, proc=wiring.proc)
             stack.callback(netns.close)
         holder = TreeHolder(tree)
         view = View(holder, None if netns is None else HostView(netns), clock=wiring.clock)
@@ -200,8 +207,15 @@ async def serve(config: Config, wiring: Wiring) -> None:
         # that comes while unmounting (a supervisor's second SIGTERM) is taken and dropped.
         signals = stack.enter_context(trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP))
         if publisher is not None:
-            stack.enter_context(SharedParent(config.mountpoint))
+            stack.callback(publisher.retract)  # a refusal below: nothing stays published
+            share = ParentShare(config.mountpoint, adopt=owned.record.share)
+            stack.callback(lambda: owned.update(
+                share=None if share.released else share.mount_id))
+            stack.enter_context(share)
+            owned.update(share=share.mount_id)
+        stack.callback(owned.update, mount_id=None)
         stack.enter_context(Session(ops, config.mountpoint))
+        owned.update(mount_id=fuse_mount_id(config.mountpoint))
         if publisher is not None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
         running = _Running(config, wiring, status, publisher, Swapper(

@@ -71,6 +71,9 @@ def test_default_values() -> None:
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["dev-fuse"]["hostPath"] == {"path": "/dev/fuse", "type": "CharDevice"}
     assert volumes["profile"]["configMap"]["name"] == "demo-mokkafs-profile"
+    # the lock and record outlive a restarted container: a new one adopts what it left
+    assert volumes["runtime"]["hostPath"]["path"] == mounts["runtime"]["mountPath"] \
+        == "/run/mokkafs-runtime"
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_IP": "status.podIP"}
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"

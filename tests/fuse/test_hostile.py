@@ -105,12 +105,12 @@ def test_a_cdi_directory_that_goes_bad_while_serving(tmp_path: Path) -> None:
         assert "cannot write the CDI spec" in str(report["last_error"])
         assert report["ready"] is True
         assert "0000:1b:00.0" in os.listdir(live.mount.sys / "bus/pci/devices")
-    assert not mounted_below(tmp_path / "share")  # the parent's self-bind is undone too
+    assert not mounted_below(tmp_path / "share")  # the share over the parent is undone too
 
 
 def test_stop_during_a_build_that_never_ends(tmp_path: Path) -> None:
     """SIGTERM while the swapper builds a tree for ever: the spec is retracted, the build
-    abandoned, the mount and the parent's self-bind undone, and the exit is clean."""
+    abandoned, the mount and the share over the parent undone, and the exit is clean."""
     with cdi_node(tmp_path, command=BROKEN) as (live, spec, _):
         marker = tmp_path / "building"
         rename_over(live, TWO_GPUS)

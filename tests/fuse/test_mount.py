@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mokkafs.delivery.render import MARKER
 from mokkafs.state import State
 from mokkafs.tree.nodes import File
 from tests.conftest import (
@@ -139,7 +140,7 @@ def test_fuse_view_equals_render(tmp_path: Path, host_sysfs: str) -> None:
 
 
 def _compare_with_render(mount: Mount, dest: Path, state: State, exact: bool) -> None:
-    rendered = sorted(str(p.relative_to(dest)) for p in dest.rglob("*"))
+    rendered = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.name != MARKER)
     if exact:
         fuse_paths = sorted(str(p.relative_to(mount.path)) for p in mount.path.rglob("*"))
         assert fuse_paths == rendered
@@ -324,4 +325,12 @@ def test_missing_and_busy_mountpoints_are_clear_errors(tmp_path: Path) -> None:
     assert missing.returncode == 3 and "does not exist" in missing.stderr
     with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4"]):
         busy = run(tmp_path / "mnt")
-        assert busy.returncode == 3 and "already a mount point" in busy.stderr
+        assert busy.returncode == 3 and "a live mokkafs daemon" in busy.stderr
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    subprocess.run(["mount", "--bind", str(tmp_path / "mnt"), str(taken)], check=True)
+    try:
+        busy = run(taken)
+    finally:
+        subprocess.run(["umount", str(taken)], check=True)
+    assert busy.returncode == 3 and "already a mount point" in busy.stderr
