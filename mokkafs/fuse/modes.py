@@ -174,6 +174,9 @@ class NoOpen(Serving):
         self.snapshots = snapshots or Snapshots()  # what the kernel was told, per inode
         # where fresh content of dynamic files is put (None: each refreshes on its own)
         self.rounds = Rounds(self.snapshots, kernel) if kernel is not None else None
+        # A static file's content as of the last attributes the kernel was given (its size is
+        # what the kernel bounds reads by), kept until the kernel asks again or forgets it.
+        self.told: dict[int, bytes] = {}
 
     def entry_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
         """As a listing gives them: nothing is computed. A dynamic file's attributes expire at
@@ -194,6 +197,8 @@ class NoOpen(Serving):
             # kernel checks its cached listing against follows a snapshot of the names.
             return attrs.of_entry(entry, min(timeout, HOST_TIMEOUT),
                                   snapshot=self.snapshots.get(entry.inode))
+        if isinstance(node, File) and isinstance(node.content, bytes) and not node.error:
+            self.told[entry.inode] = node.content
         return attrs.of_entry(entry, timeout)
 
     async def attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
@@ -259,8 +264,10 @@ class NoOpen(Serving):
         raise pyfuse3.FUSEError(errno.ENOSYS)  # the kernel keeps pages from now on
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        """``fh`` is the inode. The snapshot the kernel was last told the size of, else the
-        content now (static tree files are always the latter)."""
+        """``fh`` is the inode. The content the kernel was last told the size of, else the
+        content now. For a static file that is the one of its last attributes: between a
+        swap and its invalidation the kernel holds the old size, and the new bytes would be
+        cut to it (or padded with NULs); it asks again before it reads past the swap."""
         entry = self.view.holder.tree.get(fh)
         if entry is not None:
             node = entry.node
@@ -269,7 +276,7 @@ class NoOpen(Serving):
             if node.error:
                 raise pyfuse3.FUSEError(node.error)
             if isinstance(node.content, bytes):
-                return node.content[off:off + size]
+                return self.told.get(fh, node.content)[off:off + size]
         snap = self.snapshots.get(fh)
         if snap is not None:
             return snap.content[off:off + size]
@@ -288,6 +295,7 @@ class NoOpen(Serving):
 
     def forget(self, inode: int) -> None:
         self.snapshots.forget(inode)  # the kernel dropped it: so can its snapshot
+        self.told.pop(inode, None)
 
     async def background(self, sleep_until: Callable[[float], Awaitable[None]]) -> None:
         """Rounds run ahead of readers of hot units (``Rounds.run``)."""

@@ -165,6 +165,32 @@ def test_no_open_serves_the_snapshot_the_kernel_was_told_the_size_of(tmp_path: P
     run(main)
 
 
+def test_no_open_serves_a_static_file_as_the_kernel_was_told_its_size(
+        tmp_path: Path) -> None:
+    """Between a swap and its invalidation the kernel holds the old size: a READ then must
+    give the old bytes (the new would be cut to that size, or padded with NULs); once the
+    kernel asks again, the new."""
+    ops, holder, _ = make(tmp_path, CacheMode.NO_OPEN)
+
+    async def main() -> None:
+        vendor = await lookup_path(ops, f"{GPU}/vendor")
+        assert vendor.st_size == 7
+        holder.tree = small_tree(2, vendor="0x15b3-long")  # the swap, not yet invalidated
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x10de\n"
+        again = await ops.getattr(vendor.st_ino, CTX)
+        assert again.st_size == 12
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x15b3-long\n"
+        holder.tree = small_tree(3, vendor="0x10de")
+        listed = {name: attrs for name, attrs, _ in await ops.serving.entries(
+            (await lookup_path(ops, GPU)).st_ino)}
+        assert listed["vendor"].st_size == 7  # a listing gives the kernel sizes too
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x10de\n"
+        await ops.forget([(vendor.st_ino, 1)])
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x10de\n"
+
+    run(main)
+
+
 def test_keep_cache_handles_hold_one_generation(tmp_path: Path) -> None:
     ops, holder, _ = make(tmp_path, CacheMode.KEEP_CACHE)
     assert not ops.enable_symlink_cache
