@@ -12,8 +12,8 @@ call for what differs between them.
   that same snapshot. Stock pyfuse3 cannot serve it: its read and readdir get the file handle,
   which is 0 in this mode; ``native/pyfuse3/pass-inode-when-no-open.patch`` passes the inode.
 - ``keep-cache`` (``KeepCache``): every open reaches the daemon, which takes a per-open snapshot
-  (``mokkafs.fuse.handles``) and answers ``keep_cache`` for static files and ``direct_io`` for
-  dynamic ones. Works with any pyfuse3.
+  (``mokkafs.fuse.handles``) and answers ``direct_io``: every read is served from the handle's
+  snapshot, never bounded by a size the kernel holds. Works with any pyfuse3.
 """
 
 from __future__ import annotations
@@ -341,17 +341,15 @@ class KeepCache(Serving):
             raise pyfuse3.FUSEError(errno.ELOOP)
         if node.error:
             raise pyfuse3.FUSEError(node.error)
-        fh, keep, apart = self.handles.open_file(inode, node.read(self.view.clock()))
-        if node.dynamic or apart:
-            return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
-        return pyfuse3.FileInfo(fh=fh, direct_io=False, keep_cache=keep)
+        fh = self.handles.open_file(node.read(self.view.clock()))
+        return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         fd = self.handles.hosts.get(FileHandle(fh))
         if fd is not None:
             return await self.view.on_host(os.pread, fd, size, off)
         try:
-            _, data = self.handles.files[FileHandle(fh)]
+            data = self.handles.files[FileHandle(fh)]
         except KeyError:
             raise pyfuse3.FUSEError(errno.EBADF) from None
         return data[off:off + size]
@@ -360,10 +358,4 @@ class KeepCache(Serving):
         fd = self.handles.hosts.pop(FileHandle(fh), None)
         if fd is not None:
             os.close(fd)
-            return
-        inode = self.handles.files[FileHandle(fh)][0]
-        entry = self.view.holder.tree.get(inode)
-        node = entry.node if entry else None
-        current = node.content if isinstance(node, File) and isinstance(node.content, bytes) \
-            else None
-        self.handles.close_file(FileHandle(fh), current)
+        self.handles.files.pop(FileHandle(fh), None)
