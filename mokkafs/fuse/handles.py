@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import NewType
 
 from mokkafs.fuse.view import Item
+from mokkafs.tree.build import Tree
 
 FileHandle = NewType("FileHandle", int)
 
@@ -23,7 +24,7 @@ FileHandle = NewType("FileHandle", int)
 class Handles:
     files: dict[FileHandle, bytes] = field(default_factory=dict)  # -> the open's snapshot
     hosts: dict[FileHandle, int] = field(default_factory=dict)  # -> host file descriptor
-    dirs: dict[FileHandle, list[Item]] = field(default_factory=dict)  # -> listing
+    dirs: dict[FileHandle, tuple[Tree, list[Item]]] = field(default_factory=dict)  # -> listing
     _next: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def new(self) -> FileHandle:

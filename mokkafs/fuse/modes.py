@@ -315,11 +315,25 @@ class KeepCache(Serving):
         tree = self.view.holder.tree
         items = await self.listing(tree, inode, self.key_of(tree, inode))
         fh = self.handles.new()
-        self.handles.dirs[fh] = items
+        self.handles.dirs[fh] = (tree, items)
         return fh
 
     async def entries(self, fh: int) -> list[Item]:
-        return self.handles.dirs[FileHandle(fh)]
+        """The names the directory was opened with. Their attributes reach the kernel, which
+        keeps them an hour: after a swap, the tree in force gives them, and names it lacks
+        are left out (the kernel would make them entries again)."""
+        listed, items = self.handles.dirs[FileHandle(fh)]
+        tree = self.view.holder.tree
+        if tree is not listed:
+            fresh: list[Item] = []
+            for name, given, host_node in items:
+                if host_node is not None:  # the host's: its attributes time out in a second
+                    fresh.append((name, given, host_node))
+                elif (entry := tree.get(given.st_ino)) is not None:
+                    fresh.append((name, self.entry_attributes(tree, entry), None))
+            items = fresh
+            self.handles.dirs[FileHandle(fh)] = (tree, items)
+        return items
 
     def releasedir(self, fh: int) -> None:
         self.handles.dirs.pop(FileHandle(fh), None)

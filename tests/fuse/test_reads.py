@@ -108,3 +108,24 @@ def test_a_read_in_pieces(tmp_path: Path) -> None:
         assert got == long
         if MODE == "no-open":
             assert asked.get("read", 0) - before.get("read", 0) == 1
+
+
+def test_a_listing_read_across_a_swap_gives_the_kernel_the_new_sizes(tmp_path: Path) -> None:
+    """Every listing is READDIRPLUS: it gives the kernel each entry's attributes, which it
+    keeps an hour. A directory opened before a swap and read after it must give those of the
+    tree in force (keep-cache mode holds the names it opened with), or stat shows a size the
+    bytes no longer have."""
+    texts = profiles()
+    (short, _), (long, long_text) = texts.items()
+    with live_mount(tmp_path, "h100") as live:
+        fw = fw_files(live)[0]
+        assert os.stat(fw).st_size == len(short)
+        fd = os.open(fw.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            rename_over(live, long_text)
+            live.wait_generation(2)
+            assert "fw_ver" in os.listdir(fd)
+        finally:
+            os.close(fd)
+        assert os.stat(fw).st_size == len(long)
+        assert fw.read_bytes() == long
