@@ -14,8 +14,8 @@ each an object the handlers call for what differs between them.
   this mode; ``native/pyfuse3/pass-inode-when-no-open.patch`` passes the inode (its
   write-up, and how to install it: ``native/pyfuse3/README.md``).
 - ``keep-cache`` (``KeepCache``): every open reaches the daemon, which takes a per-open snapshot
-  (``mokkafs.fuse.handles``) and answers ``keep_cache`` for static files and ``direct_io`` for
-  dynamic ones. Works with any pyfuse3.
+  (``mokkafs.fuse.handles``) and answers ``direct_io``: every read is served from the handle's
+  snapshot, never bounded by a size the kernel holds. Works with any pyfuse3.
 """
 
 from __future__ import annotations
@@ -138,6 +138,9 @@ class NoOpen(Serving):
         self.snapshots = snapshots or Snapshots()  # what the kernel was told, per inode
         # where fresh content of dynamic files is put (None: each refreshes on its own)
         self.rounds = Rounds(self.snapshots, kernel) if kernel is not None else None
+        # A static file's content as of the last attributes the kernel was given (its size is
+        # what the kernel bounds reads by), kept until the kernel asks again or forgets it.
+        self.told: dict[int, bytes] = {}
 
     def entry_attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
         """As a listing gives them: nothing is computed. A dynamic file's attributes expire at
@@ -158,6 +161,8 @@ class NoOpen(Serving):
             # kernel checks its cached listing against follows a snapshot of the names.
             return attrs.of_entry(entry, min(timeout, HOST_TIMEOUT),
                                   snapshot=self.snapshots.get(entry.inode))
+        if isinstance(node, File) and isinstance(node.content, bytes) and not node.error:
+            self.told[entry.inode] = node.content
         return attrs.of_entry(entry, timeout)
 
     async def attributes(self, tree: Tree, entry: Entry) -> pyfuse3.EntryAttributes:
@@ -234,8 +239,10 @@ class NoOpen(Serving):
         raise pyfuse3.FUSEError(errno.ENOSYS)  # the kernel keeps pages from now on
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        """``fh`` is the inode. The snapshot the kernel was last told the size of, else the
-        content now (static tree files are always the latter)."""
+        """``fh`` is the inode. The content the kernel was last told the size of, else the
+        content now. For a static file that is the one of its last attributes: between a
+        swap and its invalidation the kernel holds the old size, and the new bytes would be
+        cut to it (or padded with NULs); it asks again before it reads past the swap."""
         entry = self.view.holder.tree.get(fh)
         if entry is not None:
             node = entry.node
@@ -244,7 +251,7 @@ class NoOpen(Serving):
             if node.error:
                 raise pyfuse3.FUSEError(node.error)
             if isinstance(node.content, bytes):
-                return node.content[off:off + size]
+                return self.told.get(fh, node.content)[off:off + size]
         snap = self.snapshots.get(fh)
         if snap is not None:
             return snap.content[off:off + size]
@@ -263,6 +270,7 @@ class NoOpen(Serving):
 
     def forget(self, inode: int) -> None:
         self.snapshots.forget(inode)  # the kernel dropped it: so can its snapshot
+        self.told.pop(inode, None)
 
     async def background(self, sleep_until: Callable[[float], Awaitable[None]]) -> None:
         """Rounds run ahead of readers of hot units (``Rounds.run``)."""
@@ -282,11 +290,25 @@ class KeepCache(Serving):
         tree = self.view.holder.tree
         items = await self.listing(tree, inode, self.key_of(tree, inode))
         fh = self.handles.new()
-        self.handles.dirs[fh] = items
+        self.handles.dirs[fh] = (tree, items)
         return fh
 
     async def entries(self, fh: int) -> list[Item]:
-        return self.handles.dirs[FileHandle(fh)]
+        """The names the directory was opened with. Their attributes reach the kernel, which
+        keeps them an hour: after a swap, the tree in force gives them, and names it lacks
+        are left out (the kernel would make them entries again)."""
+        listed, items = self.handles.dirs[FileHandle(fh)]
+        tree = self.view.holder.tree
+        if tree is not listed:
+            fresh: list[Item] = []
+            for name, given, host_node in items:
+                if host_node is not None:  # the host's: its attributes time out in a second
+                    fresh.append((name, given, host_node))
+                elif (entry := tree.get(given.st_ino)) is not None:
+                    fresh.append((name, self.entry_attributes(tree, entry), None))
+            items = fresh
+            self.handles.dirs[FileHandle(fh)] = (tree, items)
+        return items
 
     def releasedir(self, fh: int) -> None:
         self.handles.dirs.pop(FileHandle(fh), None)
@@ -308,17 +330,15 @@ class KeepCache(Serving):
             raise pyfuse3.FUSEError(errno.ELOOP)
         if node.error:
             raise pyfuse3.FUSEError(node.error)
-        fh, keep, apart = self.handles.open_file(inode, node.read(self.view.clock()))
-        if node.dynamic or apart:
-            return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
-        return pyfuse3.FileInfo(fh=fh, direct_io=False, keep_cache=keep)
+        fh = self.handles.open_file(node.read(self.view.clock()))
+        return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         fd = self.handles.hosts.get(FileHandle(fh))
         if fd is not None:
             return await self.view.on_host(os.pread, fd, size, off)
         try:
-            _, data = self.handles.files[FileHandle(fh)]
+            data = self.handles.files[FileHandle(fh)]
         except KeyError:
             raise pyfuse3.FUSEError(errno.EBADF) from None
         return data[off:off + size]
@@ -327,10 +347,4 @@ class KeepCache(Serving):
         fd = self.handles.hosts.pop(FileHandle(fh), None)
         if fd is not None:
             os.close(fd)
-            return
-        inode = self.handles.files[FileHandle(fh)][0]
-        entry = self.view.holder.tree.get(inode)
-        node = entry.node if entry else None
-        current = node.content if isinstance(node, File) and isinstance(node.content, bytes) \
-            else None
-        self.handles.close_file(FileHandle(fh), current)
+        self.handles.files.pop(FileHandle(fh), None)

@@ -186,28 +186,52 @@ def test_no_open_serves_the_snapshot_the_kernel_was_told_the_size_of(tmp_path: P
     run(main)
 
 
+def test_no_open_serves_a_static_file_as_the_kernel_was_told_its_size(
+        tmp_path: Path) -> None:
+    """Between a swap and its invalidation the kernel holds the old size: a READ then must
+    give the old bytes (the new would be cut to that size, or padded with NULs); once the
+    kernel asks again, the new."""
+    ops, holder, _ = make(tmp_path, CacheMode.NO_OPEN)
+
+    async def main() -> None:
+        vendor = await lookup_path(ops, f"{GPU}/vendor")
+        assert vendor.st_size == 7
+        holder.tree = small_tree(2, vendor="0x15b3-long")  # the swap, not yet invalidated
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x10de\n"
+        again = await ops.getattr(vendor.st_ino, CTX)
+        assert again.st_size == 12
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x15b3-long\n"
+        holder.tree = small_tree(3, vendor="0x10de")
+        listed = {name: attrs for name, attrs, _ in await ops.serving.entries(
+            (await lookup_path(ops, GPU)).st_ino)}
+        assert listed["vendor"].st_size == 7  # a listing gives the kernel sizes too
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x10de\n"
+        await ops.forget([(vendor.st_ino, 1)])
+        assert await ops.read(vendor.st_ino, 0, 4096) == b"0x10de\n"
+
+    run(main)
+
+
 def test_keep_cache_handles_hold_one_generation(tmp_path: Path) -> None:
+    """Every open is direct_io: its reads come from its snapshot, never bounded by the size
+    the kernel holds (which a swap can make another generation's)."""
     ops, holder, _ = make(tmp_path, CacheMode.KEEP_CACHE)
     assert not ops.enable_symlink_cache
 
     async def main() -> None:
         vendor = await lookup_path(ops, f"{GPU}/vendor")
         first = await ops.open(vendor.st_ino, os.O_RDONLY, CTX)
-        assert first.keep_cache and not first.direct_io
-        holder.tree = small_tree(2, vendor="0x15b3")  # a swap while the file is open
+        assert first.direct_io and not first.keep_cache
+        holder.tree = small_tree(2, vendor="0x15b3-long")  # a swap while the file is open
         assert await ops.read(first.fh, 0, 4096) == b"0x10de\n"  # the handle's generation
         second = await ops.open(vendor.st_ino, os.O_RDONLY, CTX)
-        assert not second.keep_cache  # another handle holds other bytes: drop the pages
-        assert await ops.read(second.fh, 0, 4096) == b"0x15b3\n"
+        assert second.direct_io and not second.keep_cache
+        assert await ops.read(second.fh, 2, 4096) == b"15b3-long\n"
+        assert (await ops.getattr(vendor.st_ino, CTX)).st_size == 12
+        assert await ops.read(first.fh, 2, 4096) == b"10de\n"
         await ops.release(first.fh)
         await ops.release(second.fh)
-        # The first handle was released after the second dropped the pages: it may have put
-        # old bytes back meanwhile, so they are dropped once more, then kept.
-        third = await ops.open(vendor.st_ino, os.O_RDONLY, CTX)
-        assert not third.keep_cache
-        await ops.release(third.fh)
-        fourth = await ops.open(vendor.st_ino, os.O_RDONLY, CTX)
-        assert fourth.keep_cache
+        assert await errno_of(ops.read(first.fh, 0, 4096)) == errno.EBADF
         counter = await lookup_path(ops, "sys/counter")
         dynamic = await ops.open(counter.st_ino, os.O_RDONLY, CTX)
         assert dynamic.direct_io and not dynamic.keep_cache
