@@ -94,3 +94,12 @@ def rename_at(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> Non
     the two names atomically."""
     check(libc.renameat2(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), flags),
           f"rename {src} to {dst}")
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signal_number: int) -> None:
+    """Have the kernel send this process ``signal_number`` when the thread that started it
+    ends (prctl PR_SET_PDEATHSIG)."""
+    check(libc.prctl(PR_SET_PDEATHSIG, signal_number, 0, 0, 0), "prctl PR_SET_PDEATHSIG")

@@ -20,6 +20,7 @@ import logging
 import os
 import pickle
 import resource
+import signal
 import struct
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from typing import BinaryIO
 import trio
 
 from mokkafs.errors import InternalError, MokkafsError, Problem, ProfileError
+from mokkafs.host import linux
 from mokkafs.profile.compile import Options
 from mokkafs.state import State
 
@@ -106,7 +108,7 @@ class CompileChild:
         if self._process is not None and self._process.returncode is None:
             return self._process
         self._process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "mokkafs.source.child", str(self.memory)],
+            [sys.executable, "-m", "mokkafs.source.child", str(self.memory), str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.started += 1
         return self._process
@@ -177,8 +179,13 @@ def _answer(text: str, filename: str, options: Options, memory: int) -> Reply:
         return "bug", traceback.format_exc()
 
 
-def main(memory: int) -> None:
-    """Compile each request on stdin until it ends, within ``memory`` bytes of address space."""
+def main(memory: int, parent: int) -> None:
+    """Compile each request on stdin until it ends, within ``memory`` bytes of address space.
+    The child ends with the daemon ``parent``, quietly: a daemon killed mid-compile leaves no
+    compiling process behind, and no traceback in the log it shared."""
+    linux.die_with_parent(signal.SIGKILL)
+    if os.getppid() != parent:  # it ended before the line above
+        os._exit(0)
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the replies
@@ -189,10 +196,13 @@ def main(memory: int) -> None:
         text, filename, options = pickle.loads(frame)
         reply = pickle.dumps(_answer(text, filename, options, memory),
                              pickle.HIGHEST_PROTOCOL)
-        out.write(_LENGTH.pack(len(reply)) + reply)
-        out.flush()
+        try:
+            out.write(_LENGTH.pack(len(reply)) + reply)
+            out.flush()
+        except BrokenPipeError:  # the daemon is gone, or abandoned this request
+            break
     os._exit(0)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), int(sys.argv[2]))
