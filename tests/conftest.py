@@ -104,16 +104,20 @@ def read_following_links(tree: Tree, rel: str, now: float = 0.0) -> bytes:
     return entry.node.read(now)
 
 
-def _test_mounts() -> set[str]:
-    return {m.point for m in mounts_of() if "/pytest-of-" in m.point}
+def _test_mounts(base: Path) -> set[str]:
+    prefix = str(base).rstrip("/") + "/"
+    return {m.point for m in mounts_of() if m.point.startswith(prefix)}
 
 
 @pytest.fixture(autouse=True)
-def no_leaked_mounts() -> Iterator[None]:
-    """Every mount a test makes under its temp directories is gone when it ends."""
-    before = _test_mounts()
+def no_leaked_mounts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every mount a test makes under its temp directories is gone when it ends. Only this
+    session's directories count: another pytest run on the machine (another checkout's)
+    mounts below its own, and its mounts are neither this test's leaks nor its to remove."""
+    base = tmp_path_factory.getbasetemp()
+    before = _test_mounts(base)
     yield
-    leaked = _test_mounts() - before
+    leaked = _test_mounts(base) - before
     for path in leaked:
         subprocess.run(["umount", "-l", path], capture_output=True, check=False)
     assert not leaked, f"mounts left behind: {sorted(leaked)}"
