@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from mokkafs.delivery.records import RECORDS
 from mokkafs.delivery.repair import PROPAGATED
 from mokkafs.errors import CdiError, MountError, UsageError
 from mokkafs.host.mountinfo import FSTYPE, mounted_at
@@ -80,6 +81,13 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         return {"hookName": "createContainer", "path": hook or hook_path(),
                 "args": ["mokkafs-hook", "bind", *pairs]}
 
+    # The container's mount table, recorded once it runs and forgotten when it ends: what a
+    # restarted daemon re-makes over the view (mokkafs.delivery.repair, RECORDS).
+    records = [{"hookName": "poststart", "path": hook or hook_path(),
+                "args": ["mokkafs-hook", "record", str(RECORDS)]},
+               {"hookName": "poststop", "path": hook or hook_path(),
+                "args": ["mokkafs-hook", "forget", str(RECORDS)]}]
+
     def proc_mounts(*names: str) -> list[dict[str, Any]]:
         return [{"hostPath": f"{mnt}/proc/{name}", "containerPath": f"/proc/{name}",
                  "options": ["bind", "ro", "nosuid", "nodev"]} for name in names]
@@ -93,9 +101,9 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
 
     devices = [
-        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*PROC)],
+        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*PROC), *records],
                deviceNodes=device_nodes),
-        device("sys", mounts=[parent, sys_mount]),
+        device("sys", mounts=[parent, sys_mount], hooks=records),
         device("proc", hooks=[proc_hook(*PROC)]),
         device("proc-mount", mounts=proc_mounts(*PROC)),
         device("proc-devices", hooks=[proc_hook("devices")]),

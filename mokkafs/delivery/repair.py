@@ -6,7 +6,9 @@ shared mount that containers hold with slave propagation (``PROPAGATED``), so th
 appears there inside every container at once; then each container's dead binds of this
 filesystem (found in /proc/<pid>/mountinfo by the fsname ``mokkafs@<mountpoint>``) are
 replaced by binds of the same paths from that live copy, inside the container's mount
-namespace, and what the runtime had mounted over them is made again (``_rebind``). ``setns``
+namespace, and what the runtime had mounted over them is made again (``_rebind``), as the
+container's table shows it and as it was recorded at the container's start (the kernel may
+have detached some of it already: ``mokkafs.delivery.records``). ``setns``
 into a mount namespace needs a single-threaded process, hence the helper
 ``python -m mokkafs.delivery.repair`` per namespace.
 
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from mokkafs.delivery.records import Record, prune, recorded, records, rewrite
 from mokkafs.host import linux
 from mokkafs.host.mountinfo import FSTYPE, MountEntry, fsname, mounted_at, mounts_of
 
@@ -132,6 +135,7 @@ def repair(mountpoint: Path) -> int:
     st = os.stat(mountpoint)
     live_dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     fixed = 0
+    found = records()  # before the namespaces are listed: see ``prune``
     for pid, binds in plan(mountpoint, live_dev).items():
         result = subprocess.run([sys.executable, "-m", "mokkafs.delivery.repair", str(pid),
                                  json.dumps(binds)], capture_output=True, text=True,
@@ -139,9 +143,21 @@ def repair(mountpoint: Path) -> int:
         if result.returncode == 0:
             fixed += 1
             log.info("re-attached %d mount(s) in the mount namespace of pid %d", len(binds), pid)
+            _record_again(pid)
         else:
             log.warning("could not re-attach pid %d: %s", pid, result.stderr.strip())
+    prune(set(_other_namespaces()), found)
     return fixed
+
+
+def _record_again(pid: int) -> None:
+    """The container's record, of the mounts just made (the next repair finds those)."""
+    try:
+        record = recorded(os.stat(f"/proc/{pid}/ns/mnt").st_ino)
+        if record is not None:
+            rewrite(record, Path(f"/proc/{pid}/mountinfo").read_text())
+    except OSError as exc:
+        log.warning("could not record the mounts of pid %d again: %s", pid, exc)
 
 
 @dataclass(frozen=True)
@@ -170,6 +186,25 @@ def _below(theirs: list[MountEntry], target: str) -> list[MountEntry]:
             inside.add(m.mount_id)
             out.append(m)
     return out
+
+
+def _runtime_mounts(theirs: list[MountEntry], record: Record | None,
+                    target: str) -> list[MountEntry]:
+    """What the runtime mounted over the dead bind at ``target``: as recorded, if the record
+    is of this very bind (same mount id, device and root: ids are reused only once a mount
+    is gone, and a dead bind stays until it is repaired), then whatever the table shows
+    that the record lacks (mounted since)."""
+    now = _below(theirs, target)
+    if record is None:
+        return now
+    at = [m for m in theirs if m.point == target]
+    then = [m for m in record.mounts if m.point == target]
+    if not at or not then or (then[-1].mount_id, then[-1].dev, then[-1].root) != (
+            at[-1].mount_id, at[-1].dev, at[-1].root):
+        return now
+    before = _below(record.mounts, target)
+    points = {m.point for m in before}
+    return before + [m for m in now if m.point not in points]
 
 
 def _again(m: MountEntry, ours: list[MountEntry], fresh: set[int]) -> _Again | str:
@@ -204,12 +239,13 @@ def _rebind(pid: int, binds: list[tuple[str, str]]) -> list[str]:
     same filesystems are cloned from the daemon's own namespace, or made fresh. Returns what
     could not be made again."""
     theirs, ours = mounts_of(pid), mounts_of()  # (in there, /proc is the container's)
+    record = recorded(os.stat(f"/proc/{pid}/ns/mnt").st_ino)
     plans: list[tuple[str, str, list[_Again]]] = []
     lost: list[str] = []
     for source, target in binds:
         fresh: set[int] = set()
         again = []
-        for m in _below(theirs, target):
+        for m in _runtime_mounts(theirs, record, target):
             how = _again(m, ours, fresh)
             if isinstance(how, str):
                 lost.append(how)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from mokkafs.delivery.cdi import UPSTREAM_SCHEMA, validate
+from mokkafs.delivery.records import RECORDS
 from mokkafs.errors import MokkafsError
 from mokkafs.host.mountinfo import FSTYPE, parse
 from tests.conftest import require_tool, state_of
@@ -279,13 +280,22 @@ def runtime_mounts_over_sys(name: str) -> dict[str, tuple[str, str, str]]:
 def test_running_container_survives_a_daemon_restart(tmp_path: Path,
                                                       hosttools_image: str) -> None:
     """Kill the daemon (as a crash or an upgrade would), start a new one: the container that
-    kept running reads the view again at the kernel paths, without a restart of its own."""
+    kept running reads the view again at the kernel paths, without a restart of its own.
+    While the view is dead, the container walks it until the kernel has detached the
+    runtime's cgroup mounts (a failed revalidation of the view's dentries does that, as any
+    `exec` does once their entries expire): the new daemon makes them again from the record
+    the poststart hook made, and the poststop hook removes the record."""
     kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
     profile = REPO / "mokkafs/profiles/h100.yaml"
     name = f"mokkafs-restart-{os.getpid()}"
 
     def read(path: str) -> subprocess.CompletedProcess[str]:
         return podman("exec", name, "cat", path, check=False)
+
+    def cgroups_detached(pid: str) -> bool:
+        podman("exec", name, "ls", "/sys/fs", check=False)  # a walk of the dead view
+        table = parse(Path(f"/proc/{pid}/mountinfo").read_text())
+        return not any(m.point.startswith("/sys/fs/cgroup") for m in table)
 
     with shared_parent(tmp_path) as share, \
             mokkafs_mount(share / "node", node_args(profile, kind, free_port())) as first:
@@ -297,26 +307,36 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
             assert "/sys/fs/cgroup" in over_sys  # what podman mounts over the view's /sys
             cgroups = podman("exec", name, "ls", "/sys/fs/cgroup").stdout
             assert cgroups
+            pid, cid = podman("inspect", "-f", "{{.State.Pid}} {{.Id}}", name).stdout.split()
+            assert (RECORDS / cid).read_text().startswith("mnt:")
             first.process.kill()
             first.process.wait()
             # A path the container has not read: what it had read may still be answered from
             # the dead mount's kernel caches (no-open mode), anything else needs the daemon.
             unread = "/sys/bus/pci/devices/0000:1b:00.0/class"
             assert "Transport endpoint is not connected" in read(unread).stderr
+            wait_for(lambda: cgroups_detached(pid), 30,
+                     "the kernel to detach the cgroup mounts over the dead view")
             expect = ["holds a dead FUSE mount", "did not stop cleanly"]
             with mokkafs_mount(share / "node", node_args(profile, kind, free_port()),
                                expect=expect) as nxt:
-                wait_for(lambda: read(unread).stdout == "0x030200\n", 10,
-                         "the view again inside the running container")
+                try:
+                    wait_for(lambda: read(unread).stdout == "0x030200\n", 10,
+                             "the view again inside the running container")
+                except TimeoutError as exc:  # what the repair did, and what it saw
+                    table = Path(f"/proc/{pid}/mountinfo").read_text()
+                    raise AssertionError(f"{nxt.log_text()}\n{table}") from exc
                 assert read("/sys/bus/pci/devices/0000:1b:00.0/device").stdout == "0x2330\n"
                 assert "235 nvidia-caps-imex-channels" in read("/proc/devices").stdout
                 assert read("/sys/class/infiniband/mlx5_0/fw_ver").stdout == "28.39.2048\n"
                 assert "re-attached" in nxt.log_text()
                 # the runtime's own mounts over /sys (its masks, the cgroup filesystem) too,
                 # read-only where they were: the container's own cgroup, the masks empty
-                assert runtime_mounts_over_sys(name) == over_sys
+                assert runtime_mounts_over_sys(name) == over_sys, nxt.log_text()
                 assert podman("exec", name, "ls", "-A", "/sys/firmware").stdout == ""
                 assert podman("exec", name, "ls", "/sys/fs/cgroup").stdout == cgroups
+            podman("rm", "-f", "-t", "0", name)
+            assert not (RECORDS / cid).exists(), "the poststop hook left the record"
         finally:
             podman("rm", "-f", "-t", "0", name, check=False)
             # killed daemons retract nothing: never leave a spec behind for later runs
