@@ -175,17 +175,24 @@ class _Again:
 
 
 def _below(theirs: list[MountEntry], target: str) -> list[MountEntry]:
-    """Every mount over the one at ``target`` (the topmost there), in mount order."""
+    """Every mount over the one at ``target`` (the topmost there), parents before children.
+    Not in the table's order: a table lists mounts by when each was made, and a repair makes
+    the copies of cgroup hierarchies (in the daemon's namespace) before the tmpfs they are
+    moved onto, so the table lists them before their parent."""
     at = [m for m in theirs if m.point == target]
     if not at:
         return []
-    inside = {at[-1].mount_id}
-    out = []
-    for m in theirs:
-        if m.parent_id in inside and m.mount_id not in inside:
-            inside.add(m.mount_id)
-            out.append(m)
-    return out
+    depth = {at[-1].mount_id: 0}
+    grew = True
+    while grew:
+        grew = False
+        for m in theirs:
+            if m.mount_id not in depth and m.parent_id in depth:
+                depth[m.mount_id] = depth[m.parent_id] + 1
+                grew = True
+    index = {m.mount_id: i for i, m in enumerate(theirs)}
+    return sorted((m for m in theirs if depth.get(m.mount_id, 0) > 0),
+                  key=lambda m: (depth[m.mount_id], index[m.mount_id]))
 
 
 def _runtime_mounts(theirs: list[MountEntry], record: Record | None,
