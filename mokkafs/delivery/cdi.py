@@ -8,7 +8,8 @@ inside /proc; the RDMA character devices consumers stat or hand on are device no
 
 Devices of kind ``mokkafs.io/node``:
 - ``all``: everything below;
-- ``sys``: the /sys mount only;
+- ``sys``: the /sys mount (with ``all``, the poststart and poststop hooks that record the
+  container's mounts for a restarted daemon: ``mokkafs.delivery.records``);
 - ``proc``: the hook only; ``proc-mount``: direct mounts instead (crun allows them, runc
   does not); ``proc-devices`` and ``proc-devices-mount``: the same for /proc/devices alone;
 - ``infiniband``: the /dev/infiniband nodes only.
