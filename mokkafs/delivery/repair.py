@@ -217,12 +217,20 @@ def _runtime_mounts(theirs: list[MountEntry], record: Record | None,
 def _again(m: MountEntry, ours: list[MountEntry], fresh: set[int]) -> _Again | str:
     """How to make ``m`` again, or why it cannot be. ``ours``: the daemon's mount table, where
     a mount of the same filesystem (a cgroup hierarchy) can be cloned from; ``fresh``: the
-    ids of the mounts of ``m``'s tree that will be tmpfs made again."""
+    ids of the mounts of ``m``'s tree that will be tmpfs made again. A tmpfs is always made
+    fresh, and a filesystem is the same only with the same type and options too: ``m`` may
+    be a record of a mount the kernel has detached since, whose device number a new
+    filesystem (any tmpfs) may have been given."""
     flags = 0
     for option in m.options.split(","):
         flags |= linux.MOUNT_FLAGS.get(option, 0)
     parent_fresh = m.parent_id in fresh
-    same = [h for h in ours if h.dev == m.dev and h.fstype != FSTYPE
+    if m.fstype == "tmpfs":  # private to the container: an empty one is the same
+        fresh.add(m.mount_id)
+        options = ",".join(o for o in m.super_options.split(",") if o not in ("rw", "ro", ""))
+        return _Again(m.point, flags, tmpfs=options, parent_fresh=parent_fresh)
+    same = [h for h in ours if (h.dev, h.fstype, h.super_options) == (
+        m.dev, m.fstype, m.super_options) and h.fstype != FSTYPE
             and (m.root == h.root or m.root.startswith(h.root.rstrip("/") + "/"))]
     if same:
         host = max(same, key=lambda h: len(h.root))
@@ -232,10 +240,6 @@ def _again(m: MountEntry, ours: list[MountEntry], fresh: set[int]) -> _Again | s
                           parent_fresh=parent_fresh)
         except OSError as exc:
             return f"{m.point}: {exc}"
-    if m.fstype == "tmpfs":  # private to the container: an empty one is the same
-        fresh.add(m.mount_id)
-        options = ",".join(o for o in m.super_options.split(",") if o not in ("rw", "ro", ""))
-        return _Again(m.point, flags, tmpfs=options, parent_fresh=parent_fresh)
     return f"{m.point}: a {m.fstype} mount mokkafs cannot make again"
 
 

@@ -5,6 +5,7 @@ included), and keeps its own CPU topology, cgroups and network interfaces."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -294,6 +295,9 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
     def read(path: str) -> subprocess.CompletedProcess[str]:
         return podman("exec", name, "cat", path, check=False)
 
+    def answers(path: str, value: str) -> bool:
+        return read(path).stdout == value
+
     def walked_until_detached(pid: str) -> bool:
         podman("exec", name, "ls", "/sys/fs", check=False)  # a walk of the dead view
         table = parse(Path(f"/proc/{pid}/mountinfo").read_text())
@@ -312,11 +316,12 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
             assert cgroups
             pid, cid = podman("inspect", "-f", "{{.State.Pid}} {{.Id}}", name).stdout.split()
             assert (RECORDS / cid).read_text().startswith("mnt:")
-            # A path the container never reads alive: what it read may still be answered from
-            # the dead mount's kernel caches (no-open mode); all else needs a daemon.
-            unread = "/sys/bus/pci/devices/0000:1b:00.0/class"
-            # twice: the second repair finds the mounts the first made in the record it made
-            for _ in range(2):
+            # Twice: the second repair finds the mounts the first made in the record it made.
+            # Each time a path the container has not read yet: what it read may still be
+            # answered from the dead mount's kernel caches (no-open mode); all else needs a
+            # daemon.
+            gpu = "/sys/bus/pci/devices/0000:1b:00.0"
+            for unread, value in ((f"{gpu}/class", "0x030200\n"), (f"{gpu}/vendor", "0x10de\n")):
                 live.process.kill()
                 live.process.wait()
                 live.process.returncode = 0  # killed on purpose; the fixture checks the last
@@ -328,7 +333,7 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
                 live = daemons.enter_context(mokkafs_mount(
                     share / "node", node_args(profile, kind, free_port()), expect=expect))
                 try:
-                    wait_for(lambda: read(unread).stdout == "0x030200\n", 10,
+                    wait_for(functools.partial(answers, unread, value), 10,
                              "the view again inside the running container")
                 except TimeoutError as exc:  # what the repair did, and what it saw
                     table = Path(f"/proc/{pid}/mountinfo").read_text()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mokkafs.delivery.records import Record
-from mokkafs.delivery.repair import _below, _runtime_mounts
+from mokkafs.delivery.repair import _Again, _again, _below, _runtime_mounts
 from mokkafs.host.mountinfo import MountEntry
 
 VIEW = "0:53"  # the dead mount's device
@@ -45,3 +45,19 @@ def test_a_record_of_another_bind_is_not_used() -> None:
     record = Record(Path("/x"), 4026532000, [mount(77, 1, "/sys", "fuse.mokkafs", VIEW, "/sys"),
                                              mount(78, 77, "/sys/fs/cgroup")])
     assert _runtime_mounts([SYS, MASK], record, "/sys") == [MASK]
+
+
+def test_a_recorded_tmpfs_is_made_fresh_even_when_its_device_number_is_reused() -> None:
+    """The kernel detached the container's /sys/fs/cgroup; its device number now belongs to
+    a tmpfs of the host's: cloning that would put the host's files in the container."""
+    host = mount(40, 1, "/run/other", dev=CGROUP.dev)
+    again = _again(CGROUP, [host], set())
+    assert isinstance(again, _Again) and again.fd is None and again.tmpfs is not None
+
+
+def test_a_filesystem_is_cloned_only_if_its_type_and_options_are_the_same() -> None:
+    """A recorded cgroup hierarchy whose device number a host filesystem of another kind
+    has now: it cannot be made again (and is reported), never cloned from that one."""
+    other = mount(41, 1, "/mnt/x", "ext4", CPU.dev)
+    assert _again(CPU, [other], {102}) == "/sys/fs/cgroup/cpu: a cgroup mount mokkafs " \
+        "cannot make again"
