@@ -227,6 +227,10 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][-1][
         "containerEdits"]["deviceNodes"]}
     assert nodes["/dev/infiniband/rdma_cm"] == (10, 56)
+    # each device that mounts /sys records the container's mounts (restart survival)
+    hooks = {d["name"]: [h["args"][1] for h in d["containerEdits"].get("hooks", [])]
+             for d in spec["devices"]}
+    assert hooks["all"] == ["bind", "record", "forget"] and hooks["sys"] == ["record", "forget"]
     validate(spec)
     validate(spec, UPSTREAM_SCHEMA)
     for version in ("0.5.0", "0.8.0"):
