@@ -1,25 +1,40 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mokkafs-hook: an OCI createContainer hook that binds host paths over paths inside the
- * container, where the runtime itself will not mount (runc refuses anything inside /proc).
+ * mokkafs-hook: OCI hooks for containers given a mokkafs view.
  *
  *   mokkafs-hook bind HOST CONTAINERPATH [HOST CONTAINERPATH ...]   (OCI state on stdin)
+ *   mokkafs-hook record DIR                                          (OCI state on stdin)
+ *   mokkafs-hook forget DIR                                          (OCI state on stdin)
  *
+ * bind, a createContainer hook, binds host paths over paths inside the container, where the
+ * runtime itself will not mount (runc refuses anything inside /proc).
  * It runs in the container's mount namespace before pivot_root: it reads the bundle from the
  * state, the root path from the bundle's config.json (both parsed by json-c), and binds each
  * HOST (a file or a directory) read-only onto <root>/CONTAINERPATH. A target that does not
  * exist in the container is skipped with a note (a kernel without module support has no
  * /proc/modules to cover). Built static, so it runs on any host the runtime runs on (a
  * Kubernetes node gets a copy from the DaemonSet). No jq, no shell.
+ *
+ * record, a poststart hook (the runtime's namespaces, the container's process started, every
+ * mount of its made), copies the container's mount table to DIR/<container id>, after a line
+ * "mnt:<its mount namespace's inode>". A restarted daemon re-makes what the runtime mounted
+ * over the view from it: while the view is dead, any path walk into it (a libselinux
+ * constructor's statfs of /sys/fs/selinux, in every `exec`) fails the kernel's revalidation of
+ * the view's dentries, and the kernel then detaches the mounts on them (d_invalidate), the
+ * container's /sys/fs/cgroup among them. forget, a poststop hook, removes the record. Neither
+ * fails the container: a record that cannot be made is reported and skipped.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The string at object.key, or NULL. Owned by `object`. */
 static const char *string_at(struct json_object *object, const char *key) {
@@ -103,10 +118,89 @@ static int bind_one(const char *root, const char *host, const char *inside) {
     return 0;
 }
 
+/* The container's id from the OCI state, if it is a plain file name (runtimes' ids are). */
+static const char *record_name(struct json_object *state) {
+    const char *id = string_at(state, "id");
+    if (!id || !id[0] || id[0] == '.' || strlen(id) > NAME_MAX)
+        return NULL;
+    for (const char *c = id; *c; c++)
+        if (!(('a' <= *c && *c <= 'z') || ('A' <= *c && *c <= 'Z') || ('0' <= *c && *c <= '9')
+              || *c == '_' || *c == '-' || *c == '.'))
+            return NULL;
+    return id;
+}
+
+/* DIR/<id>: "mnt:<inode>\n" and /proc/<pid>/mountinfo, written whole or not at all. */
+static int record(const char *dir) {
+    struct json_object *state = json_object_from_fd(0), *pid_object = NULL;
+    const char *id = record_name(state);
+    if (!id || !json_object_object_get_ex(state, "pid", &pid_object) ||
+        !json_object_is_type(pid_object, json_type_int)) {
+        errno = EINVAL;
+        return fail("no id or pid in the OCI state on stdin; not recorded", NULL);
+    }
+    int pid = json_object_get_int(pid_object);
+    char path[PATH_MAX], tmp[PATH_MAX], file[PATH_MAX];
+    struct stat ns;
+    snprintf(path, sizeof path, "/proc/%d/ns/mnt", pid);
+    if (stat(path, &ns) != 0)
+        return fail("not recorded: no mount namespace at", path);
+    snprintf(path, sizeof path, "/proc/%d/mountinfo", pid);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return fail("not recorded: cannot read", path);
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return fail("not recorded: cannot make", dir);
+    if (join(file, dir, id) != 0 || snprintf(tmp, sizeof tmp, "%s/.%s", dir, id) >= PATH_MAX)
+        return fail("not recorded: path too long", dir);
+    int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out < 0)
+        return fail("not recorded: cannot write", tmp);
+    dprintf(out, "mnt:%llu\n", (unsigned long long)ns.st_ino);
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)n) != n) {
+            n = -1;
+            break;
+        }
+    if (n < 0 || close(out) != 0 || rename(tmp, file) != 0) {
+        int saved = errno;
+        unlink(tmp);
+        errno = saved;
+        return fail("not recorded:", file);
+    }
+    close(in);
+    json_object_put(state);
+    return 0;
+}
+
+static int forget(const char *dir) {
+    struct json_object *state = json_object_from_fd(0);
+    const char *id = record_name(state);
+    char file[PATH_MAX];
+    if (!id || join(file, dir, id) != 0) {
+        errno = EINVAL;
+        return fail("no id in the OCI state on stdin; nothing forgotten", NULL);
+    }
+    if (unlink(file) != 0 && errno != ENOENT)
+        return fail("cannot remove", file);
+    json_object_put(state);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "record") == 0) {
+        record(argv[2]);  /* never fails the container: only its restart survival is less */
+        return 0;
+    }
+    if (argc == 3 && strcmp(argv[1], "forget") == 0) {
+        forget(argv[2]);
+        return 0;
+    }
     if (argc < 4 || argc % 2 != 0 || strcmp(argv[1], "bind") != 0) {
         fprintf(stderr, "usage: mokkafs-hook bind HOST CONTAINERPATH [HOST CONTAINERPATH ...]"
-                        "  (OCI state on stdin)\n");
+                        " | record DIR | forget DIR  (OCI state on stdin)\n");
         return 2;
     }
     char root[PATH_MAX];

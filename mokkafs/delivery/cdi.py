@@ -8,7 +8,8 @@ inside /proc; the RDMA character devices consumers stat or hand on are device no
 
 Devices of kind ``mokkafs.io/node``:
 - ``all``: everything below;
-- ``sys``: the /sys mount only;
+- ``sys``: the /sys mount (with ``all``, the poststart and poststop hooks that record the
+  container's mounts for a restarted daemon: ``mokkafs.delivery.records``);
 - ``proc``: the hook only; ``proc-mount``: direct mounts instead (crun allows them, runc
   does not); ``proc-devices`` and ``proc-devices-mount``: the same for /proc/devices alone;
 - ``infiniband``: the /dev/infiniband nodes only.
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mokkafs.delivery.records import RECORDS
 from mokkafs.delivery.repair import PROPAGATED
 from mokkafs.delivery.specdir import SpecDir, SpecRef, digest
 from mokkafs.errors import CdiError, MountError, UsageError
@@ -83,6 +85,13 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         return {"hookName": "createContainer", "path": hook or hook_path(),
                 "args": ["mokkafs-hook", "bind", *pairs]}
 
+    # The container's mount table, recorded once it runs and forgotten when it ends: what a
+    # restarted daemon re-makes over the view (mokkafs.delivery.repair, RECORDS).
+    records = [{"hookName": "poststart", "path": hook or hook_path(),
+                "args": ["mokkafs-hook", "record", str(RECORDS)]},
+               {"hookName": "poststop", "path": hook or hook_path(),
+                "args": ["mokkafs-hook", "forget", str(RECORDS)]}]
+
     def proc_mounts(*names: str) -> list[dict[str, Any]]:
         return [{"hostPath": f"{mnt}/proc/{name}", "containerPath": f"/proc/{name}",
                  "options": ["bind", "ro", "nosuid", "nodev"]} for name in names]
@@ -96,9 +105,9 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
 
     devices = [
-        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*PROC)],
+        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*PROC), *records],
                deviceNodes=device_nodes),
-        device("sys", mounts=[parent, sys_mount]),
+        device("sys", mounts=[parent, sys_mount], hooks=records),
         device("proc", hooks=[proc_hook(*PROC)]),
         device("proc-mount", mounts=proc_mounts(*PROC)),
         device("proc-devices", hooks=[proc_hook("devices")]),

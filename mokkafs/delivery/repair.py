@@ -6,7 +6,9 @@ shared mount that containers hold with slave propagation (``PROPAGATED``), so th
 appears there inside every container at once; then each container's dead binds of this
 filesystem (found in /proc/<pid>/mountinfo by the fsname ``mokkafs@<mountpoint>``) are
 replaced by binds of the same paths from that live copy, inside the container's mount
-namespace, and what the runtime had mounted over them is made again (``_rebind``). ``setns``
+namespace, and what the runtime had mounted over them is made again (``_rebind``), as the
+container's table shows it and as it was recorded at the container's start (the kernel may
+have detached some of it already: ``mokkafs.delivery.records``). ``setns``
 into a mount namespace needs a single-threaded process, hence the helper
 ``python -m mokkafs.delivery.repair`` per namespace.
 
@@ -23,6 +25,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mokkafs.delivery.records import Record, prune, recorded, records, rewrite
 from mokkafs.host import linux
 from mokkafs.host.mountinfo import FSTYPE, MountEntry, fsname, mounts_of
 
@@ -76,6 +79,7 @@ def repair(mountpoint: Path) -> int:
     st = os.stat(mountpoint)
     live_dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     fixed = 0
+    found = records()  # before the namespaces are listed: see ``prune``
     for pid, binds in plan(mountpoint, live_dev).items():
         result = subprocess.run([sys.executable, "-m", "mokkafs.delivery.repair", str(pid),
                                  json.dumps(binds)], capture_output=True, text=True,
@@ -83,9 +87,21 @@ def repair(mountpoint: Path) -> int:
         if result.returncode == 0:
             fixed += 1
             log.info("re-attached %d mount(s) in the mount namespace of pid %d", len(binds), pid)
+            _record_again(pid)
         else:
             log.warning("could not re-attach pid %d: %s", pid, result.stderr.strip())
+    prune(set(_other_namespaces()), found)
     return fixed
+
+
+def _record_again(pid: int) -> None:
+    """The container's record, of the mounts just made (the next repair finds those)."""
+    try:
+        record = recorded(os.stat(f"/proc/{pid}/ns/mnt").st_ino)
+        if record is not None:
+            rewrite(record, Path(f"/proc/{pid}/mountinfo").read_text())
+    except OSError as exc:
+        log.warning("could not record the mounts of pid %d again: %s", pid, exc)
 
 
 @dataclass(frozen=True)
@@ -103,28 +119,62 @@ class _Again:
 
 
 def _below(theirs: list[MountEntry], target: str) -> list[MountEntry]:
-    """Every mount over the one at ``target`` (the topmost there), in mount order."""
+    """Every mount over the one at ``target`` (the topmost there), parents before children.
+    Not in the table's order: a table lists mounts by when each was made, and a repair makes
+    the copies of cgroup hierarchies (in the daemon's namespace) before the tmpfs they are
+    moved onto, so the table lists them before their parent."""
     at = [m for m in theirs if m.point == target]
     if not at:
         return []
-    inside = {at[-1].mount_id}
-    out = []
-    for m in theirs:
-        if m.parent_id in inside and m.mount_id not in inside:
-            inside.add(m.mount_id)
-            out.append(m)
-    return out
+    depth = {at[-1].mount_id: 0}
+    grew = True
+    while grew:
+        grew = False
+        for m in theirs:
+            if m.mount_id not in depth and m.parent_id in depth:
+                depth[m.mount_id] = depth[m.parent_id] + 1
+                grew = True
+    index = {m.mount_id: i for i, m in enumerate(theirs)}
+    return sorted((m for m in theirs if depth.get(m.mount_id, 0) > 0),
+                  key=lambda m: (depth[m.mount_id], index[m.mount_id]))
+
+
+def _runtime_mounts(theirs: list[MountEntry], record: Record | None,
+                    target: str) -> list[MountEntry]:
+    """What the runtime mounted over the dead bind at ``target``: as recorded, if the record
+    is of this very bind (same mount id, device and root: ids are reused only once a mount
+    is gone, and a dead bind stays until it is repaired), then whatever the table shows
+    that the record lacks (mounted since)."""
+    now = _below(theirs, target)
+    if record is None:
+        return now
+    at = [m for m in theirs if m.point == target]
+    then = [m for m in record.mounts if m.point == target]
+    if not at or not then or (then[-1].mount_id, then[-1].dev, then[-1].root) != (
+            at[-1].mount_id, at[-1].dev, at[-1].root):
+        return now
+    before = _below(record.mounts, target)
+    points = {m.point for m in before}
+    return before + [m for m in now if m.point not in points]
 
 
 def _again(m: MountEntry, ours: list[MountEntry], fresh: set[int]) -> _Again | str:
     """How to make ``m`` again, or why it cannot be. ``ours``: the daemon's mount table, where
     a mount of the same filesystem (a cgroup hierarchy) can be cloned from; ``fresh``: the
-    ids of the mounts of ``m``'s tree that will be tmpfs made again."""
+    ids of the mounts of ``m``'s tree that will be tmpfs made again. A tmpfs is always made
+    fresh, and a filesystem is the same only with the same type and options too: ``m`` may
+    be a record of a mount the kernel has detached since, whose device number a new
+    filesystem (any tmpfs) may have been given."""
     flags = 0
     for option in m.options.split(","):
         flags |= linux.MOUNT_FLAGS.get(option, 0)
     parent_fresh = m.parent_id in fresh
-    same = [h for h in ours if h.dev == m.dev and h.fstype != FSTYPE
+    if m.fstype == "tmpfs":  # private to the container: an empty one is the same
+        fresh.add(m.mount_id)
+        options = ",".join(o for o in m.super_options.split(",") if o not in ("rw", "ro", ""))
+        return _Again(m.point, flags, tmpfs=options, parent_fresh=parent_fresh)
+    same = [h for h in ours if (h.dev, h.fstype, h.super_options) == (
+        m.dev, m.fstype, m.super_options) and h.fstype != FSTYPE
             and (m.root == h.root or m.root.startswith(h.root.rstrip("/") + "/"))]
     if same:
         host = max(same, key=lambda h: len(h.root))
@@ -134,10 +184,6 @@ def _again(m: MountEntry, ours: list[MountEntry], fresh: set[int]) -> _Again | s
                           parent_fresh=parent_fresh)
         except OSError as exc:
             return f"{m.point}: {exc}"
-    if m.fstype == "tmpfs":  # private to the container: an empty one is the same
-        fresh.add(m.mount_id)
-        options = ",".join(o for o in m.super_options.split(",") if o not in ("rw", "ro", ""))
-        return _Again(m.point, flags, tmpfs=options, parent_fresh=parent_fresh)
     return f"{m.point}: a {m.fstype} mount mokkafs cannot make again"
 
 
@@ -148,12 +194,13 @@ def _rebind(pid: int, binds: list[tuple[str, str]]) -> list[str]:
     same filesystems are cloned from the daemon's own namespace, or made fresh. Returns what
     could not be made again."""
     theirs, ours = mounts_of(pid), mounts_of()  # (in there, /proc is the container's)
+    record = recorded(os.stat(f"/proc/{pid}/ns/mnt").st_ino)
     plans: list[tuple[str, str, list[_Again]]] = []
     lost: list[str] = []
     for source, target in binds:
         fresh: set[int] = set()
         again = []
-        for m in _below(theirs, target):
+        for m in _runtime_mounts(theirs, record, target):
             how = _again(m, ours, fresh)
             if isinstance(how, str):
                 lost.append(how)

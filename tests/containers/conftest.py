@@ -5,6 +5,7 @@ under a kind of its own."""
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import subprocess
 import tempfile
@@ -17,7 +18,7 @@ import pytest
 from tests.conftest import require_tool
 from tests.helpers.mounts import Mount, free_port, mokkafs_mount, shared_parent
 
-IMAGE = "localhost/mokkafs-test-hosttools"
+IMAGE = "localhost/mokkafs-test-hostroot"  # imported once per content (hosttools_image)
 CDI_DIR = Path("/var/run/cdi")  # podman 4.3 reads only /etc/cdi and /var/run/cdi
 RUN = ["--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
 HOST_TOOLS = ["-v", "/usr:/usr:ro", "-v", "/etc/ld.so.cache:/etc/ld.so.cache:ro",
@@ -43,9 +44,17 @@ def hosttools_image() -> str:
             (base / link).symlink_to(f"usr/{link}")
         (base / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
         (base / "etc/group").write_text("root:x:0:\n")
-        archive = subprocess.run(["tar", "-C", root, "-c", "."], capture_output=True,
-                                 check=True).stdout
-        subprocess.run([require_tool("podman"), "import", "-q", "-", IMAGE], input=archive,
+        archive = subprocess.run(["tar", "-C", root, "--sort=name", "--mtime=@0",
+                                  "--owner=0", "--group=0", "--numeric-owner", "-c", "."],
+                                 capture_output=True, check=True).stdout
+    # Imported again only when its content changed: an import moves the tag to a new image,
+    # under the feet of a container another pytest run on the machine is starting from it.
+    content = hashlib.sha256(archive).hexdigest()[:16]
+    label = podman("image", "inspect", "-f", '{{index .Labels "mokkafs.content"}}', IMAGE,
+                   check=False).stdout.strip()
+    if label != content:
+        subprocess.run([require_tool("podman"), "import", "-q", "--change",
+                        f"LABEL=mokkafs.content={content}", "-", IMAGE], input=archive,
                        check=True, capture_output=True, timeout=120)
     return IMAGE
 

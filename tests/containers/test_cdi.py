@@ -4,6 +4,8 @@ included), and keeps its own CPU topology, cgroups and network interfaces."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import re
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from mokkafs.delivery.cdi import UPSTREAM_SCHEMA, validate
+from mokkafs.delivery.records import RECORDS
 from mokkafs.errors import MokkafsError
 from mokkafs.host.mountinfo import FSTYPE, parse
 from tests.conftest import require_tool, state_of
@@ -224,6 +227,10 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][-1][
         "containerEdits"]["deviceNodes"]}
     assert nodes["/dev/infiniband/rdma_cm"] == (10, 56)
+    # each device that mounts /sys records the container's mounts (restart survival)
+    hooks = {d["name"]: [h["args"][1] for h in d["containerEdits"].get("hooks", [])]
+             for d in spec["devices"]}
+    assert hooks["all"] == ["bind", "record", "forget"] and hooks["sys"] == ["record", "forget"]
     validate(spec)
     validate(spec, UPSTREAM_SCHEMA)
     for version in ("0.5.0", "0.8.0"):
@@ -279,7 +286,12 @@ def runtime_mounts_over_sys(name: str) -> dict[str, tuple[str, str, str]]:
 def test_running_container_survives_a_daemon_restart(tmp_path: Path,
                                                       hosttools_image: str) -> None:
     """Kill the daemon (as a crash or an upgrade would), start a new one: the container that
-    kept running reads the view again at the kernel paths, without a restart of its own."""
+    kept running reads the view again at the kernel paths, without a restart of its own.
+    In keep-cache mode, the kernel detaches the runtime's cgroup mounts over the dead view
+    once a walk of it fails the revalidation of its expired entries (any `exec` walks it):
+    the container walks it until that happened, and the new daemon makes them again from the
+    record the poststart hook made (in no-open mode, such a walk fails with ENOTCONN and
+    the mounts stay). Twice over; the poststop hook removes the record."""
     kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
     profile = REPO / "mokkafs/profiles/h100.yaml"
     name = f"mokkafs-restart-{os.getpid()}"
@@ -287,8 +299,17 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
     def read(path: str) -> subprocess.CompletedProcess[str]:
         return podman("exec", name, "cat", path, check=False)
 
-    with shared_parent(tmp_path) as share, \
-            mokkafs_mount(share / "node", node_args(profile, kind, free_port())) as first:
+    def answers(path: str, value: str) -> bool:
+        return read(path).stdout == value
+
+    def walked_until_detached(pid: str) -> bool:
+        podman("exec", name, "ls", "/sys/fs", check=False)  # a walk of the dead view
+        table = parse(Path(f"/proc/{pid}/mountinfo").read_text())
+        return not any(m.point.startswith("/sys/fs/cgroup") for m in table)
+
+    with shared_parent(tmp_path) as share, contextlib.ExitStack() as daemons:
+        live = daemons.enter_context(mokkafs_mount(share / "node",
+                                                   node_args(profile, kind, free_port())))
         try:
             podman("run", "-d", "--name", name, *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
                    IMAGE, "sleep", "600")
@@ -297,31 +318,45 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
             assert "/sys/fs/cgroup" in over_sys  # what podman mounts over the view's /sys
             cgroups = podman("exec", name, "ls", "/sys/fs/cgroup").stdout
             assert cgroups
-            first.process.kill()
-            first.process.wait()
-            # A path the container has not read: what it had read may still be answered from
-            # the dead mount's kernel caches (no-open mode), anything else needs the daemon.
-            unread = "/sys/bus/pci/devices/0000:1b:00.0/class"
-            assert "Transport endpoint is not connected" in read(unread).stderr
-            expect = ["holds a dead FUSE mount", "did not stop cleanly"]
-            with mokkafs_mount(share / "node", node_args(profile, kind, free_port()),
-                               expect=expect) as nxt:
-                wait_for(lambda: read(unread).stdout == "0x030200\n", 10,
-                         "the view again inside the running container")
+            pid, cid = podman("inspect", "-f", "{{.State.Pid}} {{.Id}}", name).stdout.split()
+            assert (RECORDS / cid).read_text().startswith("mnt:")
+            # Twice: the second repair finds the mounts the first made in the record it made.
+            # Each time a path the container has not read yet: what it read may still be
+            # answered from the dead mount's kernel caches (no-open mode); all else needs a
+            # daemon.
+            gpu = "/sys/bus/pci/devices/0000:1b:00.0"
+            for unread, value in ((f"{gpu}/class", "0x030200\n"), (f"{gpu}/vendor", "0x10de\n")):
+                live.process.kill()
+                live.process.wait()
+                live.process.returncode = 0  # killed on purpose; the fixture checks the last
+                assert "Transport endpoint is not connected" in read(unread).stderr
+                if "keep-cache cache mode" in live.log_text():
+                    wait_for(lambda: walked_until_detached(pid), 30,
+                             "the kernel to detach the cgroup mounts over the dead view")
+                expect = ["holds a dead FUSE mount", "did not stop cleanly"]
+                live = daemons.enter_context(mokkafs_mount(
+                    share / "node", node_args(profile, kind, free_port()), expect=expect))
+                try:
+                    wait_for(functools.partial(answers, unread, value), 10,
+                             "the view again inside the running container")
+                except TimeoutError as exc:  # what the repair did, and what it saw
+                    table = Path(f"/proc/{pid}/mountinfo").read_text()
+                    raise AssertionError(f"{live.log_text()}\n{table}") from exc
                 assert read("/sys/bus/pci/devices/0000:1b:00.0/device").stdout == "0x2330\n"
                 assert "235 nvidia-caps-imex-channels" in read("/proc/devices").stdout
                 assert read("/sys/class/infiniband/mlx5_0/fw_ver").stdout == "28.39.2048\n"
-                assert "re-attached" in nxt.log_text()
+                assert "re-attached" in live.log_text()
                 # the runtime's own mounts over /sys (its masks, the cgroup filesystem) too,
                 # read-only where they were: the container's own cgroup, the masks empty
-                assert runtime_mounts_over_sys(name) == over_sys
+                assert runtime_mounts_over_sys(name) == over_sys, live.log_text()
                 assert podman("exec", name, "ls", "-A", "/sys/firmware").stdout == ""
                 assert podman("exec", name, "ls", "/sys/fs/cgroup").stdout == cgroups
+            podman("rm", "-f", "-t", "0", name)
+            assert not (RECORDS / cid).exists(), "the poststop hook left the record"
         finally:
             podman("rm", "-f", "-t", "0", name, check=False)
             # killed daemons retract nothing: never leave a spec behind for later runs
             (CDI_DIR / (kind.replace("/", "_") + ".json")).unlink(missing_ok=True)
-        first.process.returncode = 0  # killed on purpose; the fixture checks the second
 
 
 def test_a_spec_that_cannot_be_published_stops_the_daemon_cleanly(tmp_path: Path) -> None:

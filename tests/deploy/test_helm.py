@@ -11,6 +11,7 @@ import pytest
 import yaml
 from helm_python.chart import Chart
 
+from mokkafs.delivery.records import RECORDS
 from mokkafs.profile.compile import Options, compile_profile
 from mokkafs.profile.load import parse
 from tests.helpers.mounts import NVML_MOCK_PROFILES, REPO, SHIPPED_PROFILES
@@ -68,12 +69,14 @@ def test_default_values() -> None:
     assert mounts["mounts"]["mountPath"] == "/run/mokkafs"
     assert mounts["dev-fuse"]["mountPath"] == "/dev/fuse"
     assert mounts["cdi"]["mountPath"] == "/var/run/cdi"
+    assert mounts["records"]["mountPath"] == str(RECORDS)  # where the node's hook writes
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["dev-fuse"]["hostPath"] == {"path": "/dev/fuse", "type": "CharDevice"}
     assert volumes["profile"]["configMap"]["name"] == "demo-mokkafs-profile"
     # the lock and record outlive a restarted container: a new one adopts what it left
     assert volumes["runtime"]["hostPath"]["path"] == mounts["runtime"]["mountPath"] \
         == "/run/mokkafs-runtime"
+    assert volumes["records"]["hostPath"]["path"] == str(RECORDS)
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in c["env"]}
     assert env == {"NODE_NAME": "spec.nodeName", "POD_IP": "status.podIP"}
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
