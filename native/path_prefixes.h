@@ -27,6 +27,10 @@ static const char *const prefixes[] = {
     "/proc/driver/nvidia",
     "/proc/driver/nvidia-caps",
     "/proc/modules",
+    "/sys/devices/system/cpu",
+    "/sys/devices/system/node",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
     "/dev/infiniband",
     NULL,
 };

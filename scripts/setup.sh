@@ -35,7 +35,7 @@ RUNTIME_PACKAGES=(
 TEST_PACKAGES=(
   # the real consumers and runtimes the tests run, and make for native/Makefile
   make curl ibverbs-utils ibverbs-providers prometheus-node-exporter
-  golang-go golang-github-prometheus-procfs-dev hwloc-nox
+  golang-go golang-github-prometheus-procfs-dev hwloc-nox numactl
   podman runc crun busybox-static iproute2
   golang-github-container-orchestrated-devices-container-device-interface-dev
   # the deploy tests: systemd-analyze, and the image base made by debootstrap

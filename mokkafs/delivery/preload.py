@@ -11,12 +11,14 @@ from pathlib import Path
 
 from mokkafs.errors import MokkafsError
 from mokkafs.surfaces import (
+    cpu,
     dmi,
     infiniband,
     iommu,
     modules,
     pci,
     pci_bus,
+    proc_cpu_mem,
     proc_devices,
     proc_driver_nvidia,
     rdma_cm,
@@ -43,6 +45,10 @@ REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
     proc_driver_nvidia.DRIVER,
     proc_driver_nvidia.CAPS,
     modules.PROC_MODULES,
+    cpu.CPU,
+    cpu.NODE,
+    proc_cpu_mem.CPUINFO,
+    proc_cpu_mem.MEMINFO,
     rdma_cm.DEV.rpartition("/")[0],  # dev/infiniband: rdma_cm and the verbs and MAD nodes
 ))
 

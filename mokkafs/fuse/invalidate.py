@@ -58,14 +58,18 @@ class Invalidator:
             raise RuntimeError("kernel cache invalidation must not run on the FUSE loop's "
                                "thread (it can deadlock); use trio.to_thread.run_sync")
         counts = Counts()
-        for parent, name, deleted in plan.removed:
-            self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), deleted)
-        for inode in plan.changed_data:
+        # More before less (mokkafs.tree.diff): what appears, then what changes, then what
+        # goes, so a reader mid-swap sees no name a file it read names go missing.
+        for parent, name in plan.added:
+            self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), 0)
+        for inode in plan.changed_data:  # (directories that gain names first)
             self._send(counts, self.kernel.invalidate_inode, inode, False)
         for inode in plan.changed_attrs:
             self._send(counts, self.kernel.invalidate_inode, inode, True)
-        for parent, name in plan.added:
-            self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), 0)
+        for inode in plan.shrunk:
+            self._send(counts, self.kernel.invalidate_inode, inode, False)
+        for parent, name, deleted in plan.removed:
+            self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), deleted)
         return counts
 
     def store(self, contents: list[tuple[int, bytes]], stale: list[int]) -> Counts:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pydantic import BaseModel
 
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile import devices, infiniband, topology
+from mokkafs.profile import devices, infiniband, machine, topology
 from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.faults import compile_faults
 from mokkafs.profile.load import Problems, YamlPath
@@ -34,6 +34,7 @@ from mokkafs.state import (
     Generation,
     Hca,
     HostFacts,
+    Machine,
     PcieLink,
     PciFunction,
     RootComplex,
@@ -76,12 +77,27 @@ def _parse_cpulist(text: str) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
-def _root_complexes(profile: Profile, found: dict[RootId, topology.Root],
-                    problems: Problems) -> tuple[tuple[RootComplex, ...], int]:
-    """Every host bridge with its NUMA node and local CPUs, and the node's CPU count."""
+def _root_complexes(profile: Profile, found: dict[RootId, topology.Root], problems: Problems
+                    ) -> tuple[tuple[RootComplex, ...], dict[int, tuple[int, ...]], int]:
+    """Every host bridge with its NUMA node and local CPUs, and the machine's CPU nodes (id
+    -> CPUs) and threads per core: the ``machine:`` section's, or those the roots imply."""
     cores = (profile.pcie_topology or PcieTopology()).cores_per_numa
+    section = profile.machine
+    declared = None
+    nr_cpus = 0
+    if section is not None:
+        nr_cpus = section.sockets * section.cores_per_socket * section.threads_per_core
+        if nr_cpus > MAX_CPUS:
+            problems.add(("machine",), f"sockets, cores_per_socket and threads_per_core make "
+                         f"{nr_cpus} CPUs; no kernel runs more than {MAX_CPUS}: lower them")
+            problems.check()
+        declared = machine.node_cpus(section)
     cpus: dict[RootId, tuple[int, ...]] = {}
     for rid, root in found.items():
+        if declared is not None and root.numa_node >= 0 and root.numa_node not in declared:
+            problems.add((*root.where, "numa_node"),
+                         f"node {root.numa_node} is no package's: the machine has nodes "
+                         f"0-{len(declared) - 1} (machine.sockets); name one of them or -1")
         if root.cpu_affinity:
             try:
                 cpus[rid] = _parse_cpulist(root.cpu_affinity)
@@ -89,17 +105,32 @@ def _root_complexes(profile: Profile, found: dict[RootId, topology.Root],
                 problems.add((*root.where, "cpu_affinity"),
                              f"expected a CPU list such as 0-55,112-167 (CPUs 0-{MAX_CPUS - 1}),"
                              f" got {root.cpu_affinity!r}")
+                continue
+            if declared is not None and cpus[rid][-1] >= nr_cpus:
+                problems.add((*root.where, "cpu_affinity"),
+                             f"names CPU {cpus[rid][-1]}, but the machine has CPUs "
+                             f"0-{nr_cpus - 1} (machine: sockets x cores_per_socket x "
+                             "threads_per_core); name CPUs it has or leave it out")
+        elif declared is not None:
+            if root.numa_node in declared:
+                cpus[rid] = declared[root.numa_node]
         elif root.numa_node >= 0:
             cpus[rid] = tuple(range(root.numa_node * cores, (root.numa_node + 1) * cores))
-    nr_cpus = max((max(c) + 1 for c in cpus.values() if c), default=cores)
-    if nr_cpus > MAX_CPUS:
-        problems.add(("pcie_topology", "cores_per_numa"),
-                     f"the NUMA nodes and cores_per_numa make {nr_cpus} CPUs; no kernel runs "
-                     f"more than {MAX_CPUS}: lower cores_per_numa or the roots' numa_node")
+    if declared is None:
+        nr_cpus = max((max(c) + 1 for c in cpus.values() if c), default=cores)
+        if nr_cpus > MAX_CPUS:
+            problems.add(("pcie_topology", "cores_per_numa"),
+                         f"the NUMA nodes and cores_per_numa make {nr_cpus} CPUs; no kernel "
+                         f"runs more than {MAX_CPUS}: lower cores_per_numa or the roots' "
+                         "numa_node")
     problems.check()
-    return tuple(sorted((RootComplex(str(rid), root.numa_node,
-                                     cpus.get(rid) or tuple(range(nr_cpus)))
-                         for rid, root in found.items()), key=lambda r: r.id)), nr_cpus
+    roots = tuple(sorted((RootComplex(str(rid), root.numa_node,
+                                      cpus.get(rid) or tuple(range(nr_cpus)))
+                          for rid, root in found.items()), key=lambda r: r.id))
+    if section is not None and declared is not None:
+        return roots, declared, section.threads_per_core
+    nodes, threads = machine.implied(((r.numa_node, r.cpus) for r in roots), nr_cpus)
+    return roots, nodes, threads
 
 
 @dataclass
@@ -136,7 +167,7 @@ class _PciSide:
     HCAs' addresses and names."""
 
     roots: tuple[RootComplex, ...]
-    nr_cpus: int
+    machine: Machine
     functions: tuple[PciFunction, ...]
     hca_bdfs: tuple[Bdf, ...]
     hca_names: tuple[str, ...]
@@ -197,12 +228,13 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         functions=pci.functions,
         hcas=hcas,
         char_majors=_majors(profile, bool(pci.hca_bdfs), problems),
-        nr_cpus=pci.nr_cpus,
+        nr_cpus=len(pci.machine.cpus),
         loaded_at=options.loaded_at,
         platform=platform(profile, options.node_name, options.node_index),
         driver=driver(profile),
         pci_drivers=tuple(sorted({fn.driver for fn in pci.functions})),
         rdma_loaded=bool(hcas),
+        machine=pci.machine,
         iommu=(profile.pcie_topology or PcieTopology()).iommu,
         host=options.host,
         started_at=options.started_at,
@@ -241,7 +273,11 @@ def _pci_side(profile: Profile, filename: str, node_name: str, ib_served: bool,
         members[bdf] = where
     found, placement = topology.roots(profile, problems, members)
     problems.check()
-    roots, nr_cpus = _root_complexes(profile, found, problems)
+    roots, nodes, threads = _root_complexes(profile, found, problems)
+    homes = {r.id: r.numa_node for r in roots}
+    shape = machine.build(profile.machine, profile.platform.arch, nodes, threads,
+                          [(str(g.bdf), max(homes[str(placement[g.bdf])], 0))
+                           for g in sorted(gpus, key=lambda g: g.index)])
 
     hca_count = 0
     if ib_on:
@@ -270,7 +306,7 @@ def _pci_side(profile: Profile, filename: str, node_name: str, ib_served: bool,
     problems.check()
     functions = _functions(profile, endpoints, placement, layout, {r.id: r for r in roots},
                            node_name)
-    return _PciSide(roots, nr_cpus, functions, tuple(p.bdf for p in placed),
+    return _PciSide(roots, shape, functions, tuple(p.bdf for p in placed),
                     tuple(hca_names))
 
 

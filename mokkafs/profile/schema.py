@@ -220,6 +220,31 @@ class Platform(ClosedSection):
     arch: Literal["x86_64", "aarch64"] = "x86_64"
 
 
+class Machine(ClosedSection):
+    """mokkafs: the CPUs and NUMA nodes (/sys/devices/system/{cpu,node}, /proc/cpuinfo,
+    /proc/meminfo; docs/profiles.md). Absent: the shape the root complexes' ``numa_node`` and
+    ``cpu_affinity`` imply. CPUs are numbered as Linux enumerates them: every package's first
+    threads, then every package's second threads; package N is NUMA node N."""
+
+    sockets: int = Field(ge=1, le=MAX_NUMA_NODES)
+    cores_per_socket: int = Field(ge=1, le=512)
+    threads_per_core: Literal[1, 2, 4] = 1
+    memory_per_socket_gib: int = Field(default=512, ge=1, le=1 << 16)
+    # the SLIT distance between two packages' nodes (a node's own is 10)
+    remote_distance: int = Field(default=21, ge=11, le=254)
+    # Grace: each GPU's memory is a NUMA node of its own, without CPUs, numbered
+    # sockets + 8 * GPU index (the driver keeps 8 per GPU for MIG)
+    gpu_memory_nodes: bool = False
+    gpu_memory_gib: int = Field(default=186, ge=1, le=4096)
+    gpu_distance: int = Field(default=80, ge=11, le=254)  # from its own package's node
+    gpu_remote_distance: int = Field(default=120, ge=11, le=254)
+    cpu_model: Text | None = None  # x86: the model name; default per architecture
+    cpu_mhz: float = Field(default=2000.0, gt=0, le=10000)
+    # whether the view serves the machine (false: the host's CPUs and nodes show through
+    # where its sysfs does, and PCI functions' local_cpulist no longer matches them)
+    show: bool = True
+
+
 class Node(ClosedSection):
     """mokkafs: node identity; both usually come from the command line instead."""
 
@@ -289,4 +314,5 @@ class Profile(ClosedSection):
     node: Node = Node()
     proc_devices: ProcDevices = ProcDevices()
     platform: Platform = Platform()  # mokkafs
+    machine: Machine | None = None  # mokkafs
     faults: list[Fault] = Field(default=[], max_length=MAX_FAULTS)  # mokkafs

@@ -274,7 +274,8 @@ class Swapper:
                 failures.append("publish")
         if not failures and reason != "transition":
             self.status.last_error = self.status.last_error_at = None
-        applied_ = Applied(state.generation, len(plan.changed_data) + len(plan.changed_attrs),
+        applied_ = Applied(state.generation, len(plan.changed_data) + len(plan.changed_attrs)
+                           + len(plan.shrunk),
                            len(plan.removed), len(plan.added), sent)
         log.info("serving generation %d from %s (%s): %d changed, %d removed, %d added "
                  "(%d invalidations in %.1f ms) in %.1f ms", state.generation, state.source,

@@ -10,13 +10,16 @@ from collections.abc import Callable, Iterator, Sequence
 
 from mokkafs.state import State
 from mokkafs.surfaces import (
+    cpu,
     dmi,
     host_sysfs,
     infiniband,
     iommu,
     modules,
+    numa,
     pci,
     pci_bus,
+    proc_cpu_mem,
     proc_devices,
     proc_driver_nvidia,
     rdma_cm,
@@ -37,6 +40,9 @@ SURFACES: tuple[tuple[str, Surface], ...] = (
     ("modules", modules.nodes),
     ("proc_devices", proc_devices.nodes),
     ("proc_driver_nvidia", proc_driver_nvidia.nodes),
+    ("cpu", cpu.nodes),
+    ("numa", numa.nodes),
+    ("proc_cpu_mem", proc_cpu_mem.nodes),
 )
 
 
@@ -56,6 +62,9 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "modules": ("driver", "pci_drivers", "rdma_loaded", "host"),
     "proc_devices": ("host", "char_majors"),
     "proc_driver_nvidia": ("functions", "driver", "platform", "pci_drivers"),
+    "cpu": ("machine", "host"),
+    "numa": ("machine",),
+    "proc_cpu_mem": ("machine", "platform"),
 }
 
 

@@ -9,6 +9,11 @@ Inode numbers are stable per (kind, path), so entries match by inode:
 - ``added``: new, given as the top of each added subtree (a negative dentry may be cached),
   and directories that begin or cease to hold dynamic files (no-open mode gives their entries
   another timeout, which only a new LOOKUP can bring).
+
+The kernel forgets them in an order that lets a reader see only more, never less, while a
+swap is under way (``Invalidator.apply``): names that appear and directories that gain names
+first, then files, then directories that lose names and names that go. So a reader that
+reads ``cpu/online`` and then lists ``cpu/`` finds every CPU it named, growing or shrinking.
 """
 
 from __future__ import annotations
@@ -29,15 +34,18 @@ class Invalidation:
     # or as a working directory across the two would stay empty. Its entry is dropped alone.
     removed: tuple[tuple[Inode, str, Inode | int], ...]
     added: tuple[tuple[Inode, str], ...]  # (parent inode, name)
+    shrunk: tuple[Inode, ...] = ()  # directories that lose names: forgotten after files
 
     def __len__(self) -> int:
         return (len(self.changed_data) + len(self.changed_attrs) + len(self.removed)
-                + len(self.added))
+                + len(self.added) + len(self.shrunk))
 
 
 def diff(old: Tree, new: Tree) -> Invalidation:
+    grown: list[Inode] = []  # directories that gain names (or only change): before files
     data: list[Inode] = []
     attrs: list[Inode] = []
+    shrunk: list[Inode] = []
     for ino, entry in new.entries.items():
         before = old.entries.get(ino)
         if before is entry:  # a patched tree keeps every entry it did not change
@@ -48,6 +56,8 @@ def diff(old: Tree, new: Tree) -> Invalidation:
         node = entry.node
         if (isinstance(node, File) and node.dynamic) or isinstance(node, CharDevice):
             attrs.append(ino)
+        elif isinstance(node, Dir) and before.names != entry.names:
+            (grown if set(before.names) <= set(entry.names) else shrunk).append(ino)
         else:  # bytes, a link target (cached in no-open mode) or a listing the kernel holds
             data.append(ino)
     removed: tuple[tuple[Inode, str, Inode | int], ...] = ()
@@ -61,4 +71,4 @@ def diff(old: Tree, new: Tree) -> Invalidation:
     turned = old.dynamic_parents ^ new.dynamic_parents
     added += tuple((new.entries[ino].parent, new.entries[ino].name) for ino in sorted(turned)
                    if ino in old.entries and ino in new.entries)
-    return Invalidation(tuple(data), tuple(attrs), removed, added)
+    return Invalidation((*grown, *data), tuple(attrs), removed, added, tuple(shrunk))
