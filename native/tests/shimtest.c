@@ -87,7 +87,8 @@ static void test_path_map(void) {
     CHECK(!mokkafs_redirected("/sys/class/infinibandX"), "infinibandX");
     CHECK(mokkafs_redirected("/sys/devices/pci0000:15/0000:1b:00.0"), "pci root");
     CHECK(!mokkafs_redirected("/sys/devices/pcie_ports"), "not a pci root");
-    CHECK(!mokkafs_redirected("/sys/devices/system/cpu"), "cpu topology stays");
+    CHECK(mokkafs_redirected("/sys/devices/system/cpu"), "the machine's cpus");
+    CHECK(!mokkafs_redirected("/sys/devices/system/clocksource"), "the rest of system stays");
     CHECK(!mokkafs_redirected("/proc/devicesX"), "/proc/devicesX");
     CHECK(mokkafs_redirected("/dev/infiniband/uverbs0"), "/dev/infiniband");
     char out[PATH_MAX];
