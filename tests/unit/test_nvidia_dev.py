@@ -14,10 +14,8 @@ from mokkafs.surfaces.dev import char_devices
 from mokkafs.surfaces.proc_devices import PATH as PROC_DEVICES
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import CharDevice, File
-from tests.conftest import SHIPPED_PROFILES, state_of, tree_of
-
-NVML_MOCK = Path(__file__).resolve().parents[1] / "data" / "nvml-mock"
-PROFILES = sorted([*SHIPPED_PROFILES.glob("*.yaml"), *NVML_MOCK.glob("*.yaml")])
+from tests.conftest import ALL_PROFILES, profile_id, state_of, tree_of
+from tests.helpers.mounts import SHIPPED_PROFILES
 
 # Which driver each node belongs to, by its /dev name (nvidia-modprobe-utils.h, the RDMA
 # stack's device names): the name it must find its major under in /proc/devices.
@@ -64,7 +62,7 @@ def with_misc(state: State) -> dict[str, int]:
     return majors
 
 
-@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("profile", ALL_PROFILES, ids=profile_id)
 def test_every_char_device_is_on_the_major_proc_devices_names(profile: Path) -> None:
     state = state_of(profile)
     tree = tree_of(state)
