@@ -67,7 +67,7 @@ from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
 from mokkafs.state import State
 from mokkafs.surfaces import SURFACES, Surface, build_tree
-from mokkafs.surfaces.infiniband import device_numbers
+from mokkafs.surfaces.dev import char_devices
 from mokkafs.tree.build import Tree
 
 log = logging.getLogger(__name__)
@@ -221,7 +221,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         running = _Running(config, wiring, status, publisher, Swapper(
             holder, profile, counts, build=build, invalidator=invalidator, status=status,
             metrics=metrics, clock=wiring.clock, shown_at=now, book=book, state=state,
-            publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None,
+            publish=(lambda s: publisher.publish(_spec_nodes(s))) if publisher else None,
             persist=state_file.save if state_file is not None else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
@@ -229,6 +229,10 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure
+
+
+def _spec_nodes(state: State) -> list[tuple[str, int, int]]:
+    return [(path, major, minor) for path, major, minor, _ in char_devices(state)]
 
 
 class _Running:
@@ -339,7 +343,7 @@ class _Running:
             return
         if self.publisher is not None:
             try:
-                self.publisher.publish(device_numbers(self.swapper.effective))
+                self.publisher.publish(_spec_nodes(self.swapper.effective))
             except Exception as exc:
                 # Asked to give containers the mount and unable to: stop cleanly, loudly.
                 self.failure = exc

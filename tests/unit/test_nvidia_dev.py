@@ -73,6 +73,9 @@ def test_every_char_device_is_on_the_major_proc_devices_names(profile: Path) -> 
     spec_nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][0][
         "containerEdits"].get("deviceNodes", [])}
     assert spec_nodes == {f"/{p}": (n.major, n.minor) for p, n in nodes.items()}
+    named = {d["name"]: {n["path"] for n in d["containerEdits"].get("deviceNodes", [])}
+             for d in spec["devices"]}
+    assert named.get("nvidia", set()) == {p for p in spec_nodes if p.startswith("/dev/nvidia")}
     for path, node in nodes.items():
         assert node.major == majors[driver_of(path)], path
     gpus = state.gpus()
