@@ -42,6 +42,7 @@ from pathlib import Path
 import pyfuse3
 import trio
 
+from mokkafs.delivery import host_dev
 from mokkafs.delivery.cdi import Publisher, check_parent
 from mokkafs.delivery.repair import repair
 from mokkafs.delivery.share import ParentShare
@@ -66,8 +67,9 @@ from mokkafs.serve.owned import Owned, fuse_mount_id
 from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
 from mokkafs.state import State
-from mokkafs.surfaces import SURFACES, Surface, build_tree
+from mokkafs.surfaces import SURFACES, Surface, build_tree, nvidia_dev
 from mokkafs.surfaces.dev import char_devices
+from mokkafs.surfaces.proc_devices import host_majors
 from mokkafs.tree.build import Tree
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,8 @@ class Config:
     runtime_dir: Path = Path("/run/mokkafs-runtime")
     shutdown_seconds: float = 5.0
     nonempty: bool = False  # mount over a directory that holds files (they are hidden)
+    # --host-dev: the directory (the host's /dev) to make the NVIDIA nodes in while serving
+    host_dev: Path | None = None
 
 
 def default_announce(state: State, tree: Tree, mountpoint: Path, mode: CacheMode) -> str:
@@ -213,6 +217,8 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
                 share=None if share.released else share.mount_id))
             stack.enter_context(share)
             owned.update(share=share.mount_id)
+        if config.host_dev is not None:
+            _host_dev(stack, config.host_dev, at(state, now), owned)
         stack.callback(owned.update, mount_id=None)
         stack.enter_context(Session(ops, config.mountpoint))
         owned.update(mount_id=fuse_mount_id(config.mountpoint))
@@ -229,6 +235,23 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure
+
+
+def _host_dev(stack: contextlib.AsyncExitStack, root: Path, state: State,
+              owned: Owned) -> None:
+    """Make the NVIDIA driver's nodes in the host's /dev (``--host-dev``), and have the stack
+    remove them at stop; the record names each from before it exists."""
+    def record(made: tuple[host_dev.Made, ...]) -> None:
+        owned.update(host_dev=made)
+
+    def undo() -> None:
+        removed, kept = host_dev.remove(owned.record.host_dev)
+        if removed:
+            log.info("--host-dev: removed %d nodes below %s", len(removed), root)
+        owned.update(host_dev=kept)
+
+    stack.callback(undo)
+    host_dev.make(root, nvidia_dev.device_numbers(state), host_majors(state), record)
 
 
 def _spec_nodes(state: State) -> list[tuple[str, int, int]]:
