@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mokkafs.delivery.cdi import build_spec
+from mokkafs.faults.effects import applied, at
 from mokkafs.state import State
 from mokkafs.surfaces.dev import char_devices
 from mokkafs.surfaces.proc_devices import PATH as PROC_DEVICES
@@ -113,3 +114,13 @@ def test_a_profiles_minor_numbers_name_the_nodes(tmp_path: Path) -> None:
     nodes = view_nodes(tree_of(state))
     assert (nodes["dev/nvidia-uvm"].major, nodes["dev/nvidia-uvm-tools"].major) == (480, 480)
     assert with_misc(state)["nvidia-uvm"] == 480
+
+
+def test_a_removed_gpu_takes_its_node_and_the_driver_keeps_its_own(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    profile.write_text((SHIPPED_PROFILES / "t4.yaml").read_text()
+                       + "faults:\n  - {name: r, kind: gpu-removed, target: gpu0}\n")
+    state = at(applied(state_of(profile), 0.0), 0.0)
+    nodes = view_nodes(tree_of(state))
+    assert "dev/nvidia0" not in nodes and "dev/nvidia1" in nodes
+    assert "dev/nvidiactl" in nodes and "dev/nvidia-uvm" in nodes
