@@ -2,8 +2,8 @@
 plugin, the DRA driver and validators that stat ``/dev/nvidia*`` outside containers.
 
 The daemon makes them at every start (a reboot empties devtmpfs, and the daemon's record
-with it: /run is a tmpfs) and removes them at stop. It makes only what is missing and removes
-only what it made:
+with it: /run is a tmpfs), keeps them in step with each swap's view (a GPU removed takes its
+node) and removes them at stop. It makes only what is missing and removes only what it made:
 
 - a name that already exists (a real ``/dev/nvidia0``, a node another tool made) is left as
   it is, and the log says so;
@@ -63,17 +63,24 @@ def _lstat(path: str) -> os.stat_result | None:
         return None
 
 
-def make(root: Path, nodes: Sequence[tuple[str, int, int, int]], host_majors: set[int],
-         record: Record) -> tuple[Made, ...]:
+Node = tuple[str, int, int, int]  # /dev path, major, minor, mode
+
+
+def _target(root: Path, path: str) -> str:
+    return str(root / path.removeprefix("/dev/"))
+
+
+def make(root: Path, nodes: Sequence[Node], host_majors: set[int], record: Record,
+         keep: tuple[Made, ...] = ()) -> tuple[Made, ...]:
     """Make each missing ``(/dev path, major, minor, mode)`` below ``root``, telling ``record``
-    what is about to exist and then what does. Returns what was made. Raises ``MountError``
-    naming the path when a node cannot be made (what was made stays on the record, for the
-    caller's ``remove``)."""
-    made: list[Made] = []
+    what is about to exist and then what does (after ``keep``, made before). Returns what was
+    made, ``keep`` first. Raises ``MountError`` naming the path when a node cannot be made
+    (what was made stays on the record, for the caller's ``remove``)."""
+    made: list[Made] = list(keep)
     wanted: list[tuple[Made, int]] = []
     dirs: list[Made] = []
     for path, major, minor, mode in nodes:
-        target = str(root / path.removeprefix("/dev/"))
+        target = _target(root, path)
         if major in host_majors:
             log.warning("--host-dev: not making %s: this host's own driver registers major %d",
                         target, major)
@@ -85,7 +92,7 @@ def make(root: Path, nodes: Sequence[tuple[str, int, int, int]], host_majors: se
         if _lstat(parent) is None and all(d.path != parent for d in dirs):
             dirs.append(Made(parent, -1, 0))
         wanted.append((Made(target, major, minor), mode))
-    pending = [*dirs, *(w for w, _ in wanted)]
+    pending = [*keep, *dirs, *(w for w, _ in wanted)]
     record(tuple(pending))
     try:
         for d in dirs:
@@ -105,9 +112,25 @@ def make(root: Path, nodes: Sequence[tuple[str, int, int, int]], host_majors: se
         raise MountError(f"--host-dev: cannot make {exc.filename}: {exc.strerror} (the "
                          "device root must be a writable directory, root's)") from None
     record(tuple(made))
-    if made:
-        log.info("--host-dev: made %d nodes below %s", len(made), root)
+    if len(made) > len(keep):
+        log.info("--host-dev: made %d nodes below %s", len(made) - len(keep), root)
     return tuple(made)
+
+
+def sync(root: Path, made: tuple[Made, ...], nodes: Sequence[Node], host_majors: set[int],
+         record: Record) -> tuple[Made, ...]:
+    """After a swap: remove the nodes made that the new view no longer has (a GPU fewer),
+    make those it newly has. Returns what is made now."""
+    wanted = {(_target(root, p), major, minor) for p, major, minor, _ in nodes}
+    stale = [m for m in made if not m.directory and (m.path, m.major, m.minor) not in wanted]
+    have = {(m.path, m.major, m.minor) for m in made}
+    missing = [n for n in nodes if (_target(root, n[0]), n[1], n[2]) not in have]
+    if not stale and not missing:
+        return made
+    _, failed = remove(stale)
+    keep = tuple(m for m in made if m not in stale) + failed
+    record(keep)
+    return make(root, missing, host_majors, record, keep)
 
 
 def _ours(item: Made, st: os.stat_result) -> bool:

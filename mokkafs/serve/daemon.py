@@ -217,8 +217,9 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
                 share=None if share.released else share.mount_id))
             stack.enter_context(share)
             owned.update(share=share.mount_id)
+        host_sync = None
         if config.host_dev is not None:
-            _host_dev(stack, config.host_dev, at(state, now), owned)
+            host_sync = _host_dev(stack, config.host_dev, at(state, now), owned)
         stack.callback(owned.update, mount_id=None)
         stack.enter_context(Session(ops, config.mountpoint))
         owned.update(mount_id=fuse_mount_id(config.mountpoint))
@@ -227,7 +228,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         running = _Running(config, wiring, status, publisher, Swapper(
             holder, profile, counts, build=build, invalidator=invalidator, status=status,
             metrics=metrics, clock=wiring.clock, shown_at=now, book=book, state=state,
-            publish=(lambda s: publisher.publish(_spec_nodes(s))) if publisher else None,
+            publish=_publish(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
@@ -238,9 +239,10 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
 
 
 def _host_dev(stack: contextlib.AsyncExitStack, root: Path, state: State,
-              owned: Owned) -> None:
+              owned: Owned) -> Callable[[State], None]:
     """Make the NVIDIA driver's nodes in the host's /dev (``--host-dev``), and have the stack
-    remove them at stop; the record names each from before it exists."""
+    remove them at stop; the record names each from before it exists. Returns what keeps
+    them in step with each new view."""
     def record(made: tuple[host_dev.Made, ...]) -> None:
         owned.update(host_dev=made)
 
@@ -250,8 +252,27 @@ def _host_dev(stack: contextlib.AsyncExitStack, root: Path, state: State,
             log.info("--host-dev: removed %d nodes below %s", len(removed), root)
         owned.update(host_dev=kept)
 
+    def sync(new: State) -> None:
+        host_dev.sync(root, owned.record.host_dev, nvidia_dev.device_numbers(new),
+                      host_majors(new), record)
+
     stack.callback(undo)
     host_dev.make(root, nvidia_dev.device_numbers(state), host_majors(state), record)
+    return sync
+
+
+def _publish(publisher: Publisher | None, host_sync: Callable[[State], None] | None,
+             ) -> Callable[[State], None] | None:
+    """What each swap's new view is handed on to: the CDI spec, the --host-dev nodes."""
+    if publisher is None and host_sync is None:
+        return None
+
+    def publish(state: State) -> None:
+        if host_sync is not None:
+            host_sync(state)
+        if publisher is not None:
+            publisher.publish(_spec_nodes(state))
+    return publish
 
 
 def _spec_nodes(state: State) -> list[tuple[str, int, int]]:

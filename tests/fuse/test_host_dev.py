@@ -16,7 +16,8 @@ import pytest
 from mokkafs.surfaces.nvidia_dev import device_numbers
 from mokkafs.testing import daemon
 from tests.conftest import state_of
-from tests.helpers.mounts import REPO, is_mounted, mokkafs_mount
+from tests.helpers.live import live_mount, profile_text, rename_over
+from tests.helpers.mounts import REPO, is_mounted, mokkafs_mount, wait_for
 
 
 def numbers(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -77,3 +78,19 @@ def test_cleanup_after_a_crash_removes_only_what_the_daemon_made(tmp_path: Path)
     finally:
         if is_mounted(mnt):
             subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_the_nodes_follow_the_view_across_swaps(tmp_path: Path) -> None:
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    extra = ["--host-dev", "--host-dev-root", str(dev), "--runtime-dir", str(tmp_path / "rt")]
+    with live_mount(tmp_path, "t4", extra=extra) as live:
+        assert (dev / "nvidia1").exists()
+        rename_over(live, profile_text("t4")
+                    + "faults:\n  - {name: r, kind: gpu-removed, target: gpu1}\n")
+        wait_for(lambda: not (dev / "nvidia1").exists(), 20, "nvidia1 removed")
+        assert (dev / "nvidia0").exists() and (dev / "nvidiactl").exists()
+        rename_over(live, profile_text("t4"))
+        wait_for(lambda: (dev / "nvidia1").exists(), 20, "nvidia1 made again")
+        assert numbers(dev)["/dev/nvidia1"] == (195, 1, 0o666)
+    assert os.listdir(dev) == []
