@@ -28,5 +28,11 @@ static const char *const prefixes[] = {
     "/proc/driver/nvidia-caps",
     "/proc/modules",
     "/dev/infiniband",
+    "/dev/nvidiactl",
+    "/dev/nvidia-modeset",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-caps",
+    "/dev/nvidia-nvswitchctl",
     NULL,
 };

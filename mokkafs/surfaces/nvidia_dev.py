@@ -39,6 +39,9 @@ NVSWITCH_CTL_MINOR = 255
 MODE_ALL = 0o666  # the driver's DeviceFileMode default (params: 438)
 MODE_NVSWITCH = 0o600  # /proc/driver/nvidia-nvswitch/permissions: DeviceFileMode 384
 CAPS_DIR = "dev/nvidia-caps"
+# The names below dev/ that carry no number (the preload shim redirects them by name)
+FIXED_NAMES = ("nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps",
+               "nvidia-nvswitchctl")
 
 DevNode = tuple[str, int, int, int]  # /dev path, major, minor, mode
 
