@@ -135,6 +135,11 @@ def _parser() -> argparse.ArgumentParser:
     mount.add_argument("--nonempty", action="store_true",
                        help="mount over a directory that holds files, hiding them (refused "
                             "by default, exit status 3)")
+    mount.add_argument("--host-dev", action="store_true",
+                       help="also make the NVIDIA driver's device nodes (/dev/nvidia*) in the "
+                            "node's own /dev while serving; removed at stop")
+    mount.add_argument("--host-dev-root", type=Path, default=Path("/dev"),
+                       help=argparse.SUPPRESS)  # tests: a directory standing for /dev
     mount.add_argument("mountpoint", type=Path)
 
     clean = sub.add_parser("cleanup", help="undo what a daemon that was killed left, as its "
@@ -284,7 +289,8 @@ def wire(args: argparse.Namespace,
         state_dir=args.state_dir or (args.control.parent if args.control else None),
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
                       args.cdi_hook) if args.cdi_dir else None,
-        runtime_dir=args.runtime_dir, nonempty=args.nonempty)
+        runtime_dir=args.runtime_dir, nonempty=args.nonempty,
+        host_dev=args.host_dev_root if args.host_dev else None)
     options = _options(args, clock)
     # The first compile runs here, before the mount; every later one in a child process,
     # off the serving process's GIL (source/child.py).

@@ -7,6 +7,19 @@
 
 static int ends_component(char c) { return c == '\0' || c == '/'; }
 
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* ``path`` is ``name`` followed by one or more digits, as a whole component */
+static int numbered(const char *path, const char *name) {
+    size_t n = strlen(name);
+    if (strncmp(path, name, n) != 0 || !is_digit(path[n]))
+        return 0;
+    const char *q = path + n;
+    while (is_digit(*q))
+        q++;
+    return ends_component(*q);
+}
+
 static int is_hex(char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
 }
@@ -20,6 +33,9 @@ int mokkafs_redirected(const char *path) {
         if (strncmp(path, *p, n) == 0 && ends_component(path[n]))
             return 1;
     }
+    /* /dev/nvidia<N>, /dev/nvidia-nvswitch<N>: the NVIDIA driver's numbered nodes */
+    if (numbered(path, "/dev/nvidia") || numbered(path, "/dev/nvidia-nvswitch"))
+        return 1;
     /* /sys/devices/pciDDDD:BB: a PCI host bridge, the root of a simulated hierarchy */
     static const char devices[] = "/sys/devices/pci";
     if (strncmp(path, devices, sizeof devices - 1) == 0) {

@@ -32,5 +32,11 @@ static const char *const prefixes[] = {
     "/proc/cpuinfo",
     "/proc/meminfo",
     "/dev/infiniband",
+    "/dev/nvidiactl",
+    "/dev/nvidia-modeset",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-caps",
+    "/dev/nvidia-nvswitchctl",
     NULL,
 };

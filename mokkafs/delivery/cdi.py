@@ -4,7 +4,8 @@ Layout (docs/containers.md says why): the view's ``sys`` becomes the container's
 ``/sys`` (simulated nodes merged over the host's live sysfs, the network-namespace-scoped
 parts served from the container's own namespace); ``/proc/devices``, ``/proc/driver`` and
 ``/proc/modules`` are bound over by a createContainer hook, because runc refuses mounts
-inside /proc; the RDMA character devices consumers stat or hand on are device nodes.
+inside /proc; the RDMA and NVIDIA character devices consumers stat or hand on are device
+nodes.
 
 Devices of kind ``mokkafs.io/node``:
 - ``all``: everything below;
@@ -12,6 +13,7 @@ Devices of kind ``mokkafs.io/node``:
   container's mounts for a restarted daemon: ``mokkafs.delivery.records``);
 - ``proc``: the hook only; ``proc-mount``: direct mounts instead (crun allows them, runc
   does not); ``proc-devices`` and ``proc-devices-mount``: the same for /proc/devices alone;
+- ``nvidia``: the NVIDIA driver's nodes only (/dev/nvidia*, /dev/nvidia-caps/*);
 - ``infiniband``: the /dev/infiniband nodes only.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -97,9 +100,12 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
                  "options": ["bind", "ro", "nosuid", "nodev"]} for name in names]
 
     # Nodes to stat, not to open ("m": the device cgroup lets the container make them, never
-    # read or write them): on a host with RDMA hardware, these numbers are its real devices.
+    # read or write them, so an open fails with EPERM): on a host with RDMA or NVIDIA
+    # hardware, these numbers are its real devices.
     device_nodes = [{"path": path, "type": "c", "major": major, "minor": minor,
                      "permissions": "m"} for path, major, minor in nodes]
+    nvidia = [n for n in device_nodes if str(n["path"]).startswith("/dev/nvidia")]
+    infiniband = [n for n in device_nodes if str(n["path"]).startswith("/dev/infiniband/")]
 
     def device(name: str, **edits: Any) -> dict[str, Any]:
         return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
@@ -113,8 +119,10 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         device("proc-devices", hooks=[proc_hook("devices")]),
         device("proc-devices-mount", mounts=proc_mounts("devices")),
     ]
-    if device_nodes:
-        devices.append(device("infiniband", deviceNodes=device_nodes))
+    if nvidia:
+        devices.append(device("nvidia", deviceNodes=nvidia))
+    if infiniband:
+        devices.append(device("infiniband", deviceNodes=infiniband))
     return {"cdiVersion": version, "kind": kind, "devices": devices}
 
 
@@ -142,21 +150,18 @@ def validate(spec: dict[str, Any], schema: Path = SCHEMA) -> None:
 
 
 def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
-    """The RDMA character devices a serving mount describes, read from the mount itself."""
+    """The character devices a serving mount describes: its ``dev/``, walked (the RDMA and
+    NVIDIA nodes; ``mokkafs.surfaces.dev`` lists the same for the daemon's own spec)."""
     nodes: list[DeviceNode] = []
-    rdma_cm = mountpoint / "sys/class/misc/rdma_cm/dev"
-    for cls in ("infiniband_verbs", "infiniband_mad"):
-        base = mountpoint / "sys/class" / cls
-        if not base.is_dir():
-            continue
-        for entry in sorted(base.iterdir()):
-            dev = entry / "dev"
-            if dev.exists():
-                major, minor = (int(x) for x in dev.read_text().split(":"))
-                nodes.append((f"/dev/infiniband/{entry.name}", major, minor))
-    if nodes and rdma_cm.exists():
-        major, minor = (int(x) for x in rdma_cm.read_text().split(":"))
-        nodes.append(("/dev/infiniband/rdma_cm", major, minor))
+    base = mountpoint / "dev"
+    for top, dirs, files in os.walk(base):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(top, name)
+            st = os.lstat(path)
+            if stat.S_ISCHR(st.st_mode):
+                nodes.append(("/" + os.path.relpath(path, mountpoint), os.major(st.st_rdev),
+                              os.minor(st.st_rdev)))
     return nodes
 
 

@@ -16,6 +16,7 @@ from mokkafs.surfaces import (
     infiniband,
     iommu,
     modules,
+    nvidia_dev,
     pci,
     pci_bus,
     proc_cpu_mem,
@@ -50,6 +51,9 @@ REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
     proc_cpu_mem.CPUINFO,
     proc_cpu_mem.MEMINFO,
     rdma_cm.DEV.rpartition("/")[0],  # dev/infiniband: rdma_cm and the verbs and MAD nodes
+    # the NVIDIA driver's nodes with fixed names (nvidia<N> and nvidia-nvswitch<N> are matched
+    # by pattern in native/path_map.c)
+    *(f"dev/{name}" for name in nvidia_dev.FIXED_NAMES),
 ))
 
 

@@ -227,7 +227,8 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         roots=pci.roots,
         functions=pci.functions,
         hcas=hcas,
-        char_majors=_majors(profile, bool(pci.hca_bdfs), problems),
+        char_majors=_majors(profile, bool(pci.hca_bdfs),
+                            any(fn.kind == "nvswitch" for fn in pci.functions), problems),
         nr_cpus=len(pci.machine.cpus),
         loaded_at=options.loaded_at,
         platform=platform(profile, options.node_name, options.node_index),
@@ -436,13 +437,16 @@ def _windows(below: list[Bar]) -> tuple[Window, Window]:
             span([b for b in below if b.prefetchable]))
 
 
-def _majors(profile: Profile, ib: bool, problems: Problems) -> tuple[CharMajor, ...]:
+def _majors(profile: Profile, ib: bool, nvswitch: bool, problems: Problems,
+            ) -> tuple[CharMajor, ...]:
     pd = profile.proc_devices
     named = [(pd.nvidia_frontend, "nvidia-frontend", "nvidia_frontend"),
              (pd.nvidia_uvm, "nvidia-uvm", "nvidia_uvm"),
              (pd.nvidia_caps, "nvidia-caps", "nvidia_caps"),
              (pd.nvidia_caps_imex_channels, "nvidia-caps-imex-channels",
               "nvidia_caps_imex_channels")]
+    if nvswitch:
+        named.append((pd.nvidia_nvswitch, "nvidia-nvswitch", "nvidia_nvswitch"))
     if ib:
         named += [(pd.infiniband, "infiniband_mad", "infiniband"),
                   (pd.infiniband, "infiniband_verbs", "infiniband")]

@@ -259,6 +259,8 @@ class ProcDevices(ClosedSection):
     nvidia_uvm: int = Field(default=510, ge=1, le=511)
     nvidia_caps: int = Field(default=236, ge=1, le=511)
     nvidia_caps_imex_channels: int = Field(default=235, ge=1, le=511)
+    # registered only where NVSwitches are on the node's bus (linux_nvswitch.c, dynamic)
+    nvidia_nvswitch: int = Field(default=509, ge=1, le=511)
     infiniband: int = Field(default=231, ge=1, le=511)
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 import pyfuse3
 import trio
 
+from mokkafs.delivery import host_dev
 from mokkafs.delivery.cdi import Publisher, check_parent
 from mokkafs.delivery.repair import repair
 from mokkafs.delivery.share import ParentShare
@@ -66,8 +67,9 @@ from mokkafs.serve.owned import Owned, fuse_mount_id
 from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
 from mokkafs.state import State
-from mokkafs.surfaces import SURFACES, Surface, build_tree
-from mokkafs.surfaces.infiniband import device_numbers
+from mokkafs.surfaces import SURFACES, Surface, build_tree, nvidia_dev
+from mokkafs.surfaces.dev import char_devices
+from mokkafs.surfaces.proc_devices import host_majors
 from mokkafs.tree.build import Tree
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,8 @@ class Config:
     runtime_dir: Path = Path("/run/mokkafs-runtime")
     shutdown_seconds: float = 5.0
     nonempty: bool = False  # mount over a directory that holds files (they are hidden)
+    # --host-dev: the directory (the host's /dev) to make the NVIDIA nodes in while serving
+    host_dev: Path | None = None
 
 
 def default_announce(state: State, tree: Tree, mountpoint: Path, mode: CacheMode) -> str:
@@ -213,6 +217,9 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
                 share=None if share.released else share.mount_id))
             stack.enter_context(share)
             owned.update(share=share.mount_id)
+        host_sync = None
+        if config.host_dev is not None:
+            host_sync = _host_dev(stack, config.host_dev, at(state, now), owned)
         stack.callback(owned.update, mount_id=None)
         stack.enter_context(Session(ops, config.mountpoint))
         owned.update(mount_id=fuse_mount_id(config.mountpoint))
@@ -221,7 +228,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         running = _Running(config, wiring, status, publisher, Swapper(
             holder, profile, counts, build=build, invalidator=invalidator, status=status,
             metrics=metrics, clock=wiring.clock, shown_at=now, book=book, state=state,
-            publish=(lambda s: publisher.publish(device_numbers(s))) if publisher else None,
+            publish=_publish(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
@@ -229,6 +236,47 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure
+
+
+def _host_dev(stack: contextlib.AsyncExitStack, root: Path, state: State,
+              owned: Owned) -> Callable[[State], None]:
+    """Make the NVIDIA driver's nodes in the host's /dev (``--host-dev``), and have the stack
+    remove them at stop; the record names each from before it exists. Returns what keeps
+    them in step with each new view."""
+    def record(made: tuple[host_dev.Made, ...]) -> None:
+        owned.update(host_dev=made)
+
+    def undo() -> None:
+        removed, kept = host_dev.remove(owned.record.host_dev)
+        if removed:
+            log.info("--host-dev: removed %d nodes below %s", len(removed), root)
+        owned.update(host_dev=kept)
+
+    def sync(new: State) -> None:
+        host_dev.sync(root, owned.record.host_dev, nvidia_dev.device_numbers(new),
+                      host_majors(new), record)
+
+    stack.callback(undo)
+    host_dev.make(root, nvidia_dev.device_numbers(state), host_majors(state), record)
+    return sync
+
+
+def _publish(publisher: Publisher | None, host_sync: Callable[[State], None] | None,
+             ) -> Callable[[State], None] | None:
+    """What each swap's new view is handed on to: the CDI spec, the --host-dev nodes."""
+    if publisher is None and host_sync is None:
+        return None
+
+    def publish(state: State) -> None:
+        if host_sync is not None:
+            host_sync(state)
+        if publisher is not None:
+            publisher.publish(_spec_nodes(state))
+    return publish
+
+
+def _spec_nodes(state: State) -> list[tuple[str, int, int]]:
+    return [(path, major, minor) for path, major, minor, _ in char_devices(state)]
 
 
 class _Running:
@@ -339,7 +387,7 @@ class _Running:
             return
         if self.publisher is not None:
             try:
-                self.publisher.publish(device_numbers(self.swapper.effective))
+                self.publisher.publish(_spec_nodes(self.swapper.effective))
             except Exception as exc:
                 # Asked to give containers the mount and unable to: stop cleanly, loudly.
                 self.failure = exc

@@ -8,13 +8,15 @@ another user or may be written by others) each mountpoint has a directory of its
   daemon tell a live daemon from a dead one without guessing (the kernel drops the lock when
   the process dies, however it dies);
 - ``record.json`` (0600, replaced atomically): the mountpoint, the daemon's pid, the mount
-  id of its FUSE mount, the mount id of the share over the parent it made or adopted, and the
-  CDI spec it wrote (its directory's identity and the SHA-256 of its content);
+  id of its FUSE mount, the mount id of the share over the parent it made or adopted, the
+  CDI spec it wrote (its directory's identity and the SHA-256 of its content), and the
+  ``--host-dev`` nodes it made (each path with its device number and inode);
 - ``scratch/``: where the daemon mounts sysfs instances for an instant.
 
 ``Owned.undo`` (cleanup, or the next daemon before it mounts) acts on a dead daemon's record
 only, and on each thing only while it is still the very thing recorded: a mount by its id,
-type and source in /proc/self/mountinfo, the spec by its directory and content.
+type and source in /proc/self/mountinfo, the spec by its directory and content, a node by
+its device number and inode (``mokkafs.delivery.host_dev``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from mokkafs.delivery import host_dev
 from mokkafs.delivery.share import release_parent
 from mokkafs.delivery.specdir import SpecDir, SpecRef
 from mokkafs.errors import MountError
@@ -49,18 +52,24 @@ class Record:
     mount_id: int | None = None  # the FUSE mount (type FSTYPE, source fsname(mountpoint))
     share: int | None = None  # the tmpfs over the parent (mokkafs.delivery.share)
     spec: SpecRef | None = None
+    host_dev: tuple[host_dev.Made, ...] = ()  # --host-dev: the nodes made in the host's /dev
 
     @property
     def empty(self) -> bool:
-        return self.mount_id is None and self.share is None and self.spec is None
+        return self.mount_id is None and self.share is None and self.spec is None \
+            and not self.host_dev
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Record:
         spec = data.get("spec")
+        made = tuple(host_dev.Made(str(m["path"]), int(m["major"]), int(m["minor"]),
+                                   None if m.get("ino") is None else
+                                   (int(m["ino"][0]), int(m["ino"][1]), int(m["ino"][2])))
+                     for m in data.get("host_dev", ()))
         return cls(str(data["mountpoint"]), int(data.get("pid", 0)), data.get("mount_id"),
                    data.get("share"), None if spec is None else SpecRef(
                        str(spec["path"]), (int(spec["dir"][0]), int(spec["dir"][1])),
-                       tuple(str(h) for h in spec["sha256"])))
+                       tuple(str(h) for h in spec["sha256"])), made)
 
 
 def _private(path: Path, fd: int) -> None:
@@ -199,6 +208,11 @@ class Owned:
                                     "that did not stop cleanly")
                 finally:
                     held.close()
+        if left.host_dev:
+            removed, kept = host_dev.remove(left.host_dev)
+            done += [f"{line}, a --host-dev node left by a daemon that did not stop cleanly"
+                     for line in removed]
+            self.update(host_dev=kept)
         if left.mount_id is not None and self._detach(left.mount_id):
             done.append(f"{self.mountpoint} holds a dead FUSE mount left by a daemon that "
                         "did not stop cleanly; detached it")

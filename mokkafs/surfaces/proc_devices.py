@@ -26,6 +26,11 @@ def _sections(host: str) -> tuple[list[tuple[int, str]], str]:
     return chars, (sep + block) if sep else "Block devices:\n"
 
 
+def host_majors(state: State) -> set[int]:
+    """The character majors the host's own drivers registered (its /proc/devices at load)."""
+    return {major for major, _ in _sections(state.host.proc_devices)[0]}
+
+
 def render(state: State) -> bytes:
     chars, block = _sections(state.host.proc_devices)
     simulated = {c.name for c in state.char_majors}

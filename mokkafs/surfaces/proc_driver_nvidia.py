@@ -58,6 +58,7 @@ STRING_PARAMS = ("RegistryDwords", "RegistryDwordsPerDevice", "RmMsg", "GpuBlack
 # nv-caps.c's minor table: fabric-mgmt 0, mig config 1 and monitor 2, then per GPU (32) and
 # GPU instance (15) an access minor followed by its 8 compute instances', then the sys table.
 MAX_GPUS, MAX_GIS, MAX_CIS = 32, 15, 8
+MIG_CONFIG_MINOR, MIG_MONITOR_MINOR = 1, 2
 FIRST_GPU_MINOR = 3
 PER_GPU = MAX_GIS * (1 + MAX_CIS)
 FABRIC_IMEX_MGMT = FIRST_GPU_MINOR + MAX_GPUS * PER_GPU  # 4323
@@ -117,7 +118,7 @@ def capability(minor: int, mode: int) -> str:
 
 @functools.cache
 def mig_minors() -> bytes:
-    lines = ["config 1\n", "monitor 2\n"]
+    lines = [f"config {MIG_CONFIG_MINOR}\n", f"monitor {MIG_MONITOR_MINOR}\n"]
     for g in range(MAX_GPUS):
         for i in range(MAX_GIS):
             base = FIRST_GPU_MINOR + g * PER_GPU + i * (1 + MAX_CIS)
@@ -150,8 +151,8 @@ def nodes(state: State) -> Iterator[Node]:
     caps = f"{DRIVER}/capabilities"
     yield Dir(caps)
     yield Dir(f"{caps}/mig")
-    yield File(f"{caps}/mig/config", capability(1, MODE_ROOT).encode())
-    yield File(f"{caps}/mig/monitor", capability(2, MODE_ALL_READ).encode())
+    yield File(f"{caps}/mig/config", capability(MIG_CONFIG_MINOR, MODE_ROOT).encode())
+    yield File(f"{caps}/mig/monitor", capability(MIG_MONITOR_MINOR, MODE_ALL_READ).encode())
     yield File(f"{caps}/fabric-imex-mgmt", capability(FABRIC_IMEX_MGMT, MODE_ROOT).encode())
     yield Dir(CAPS)
     yield File(f"{CAPS}/mig-minors", mig_minors())

@@ -32,7 +32,14 @@ from tests.containers.conftest import (
     node_args,
     podman,
 )
-from tests.helpers.mounts import REPO, free_port, mokkafs_mount, shared_parent, wait_for
+from tests.helpers.mounts import (
+    HOST_ATTRIBUTE,
+    REPO,
+    free_port,
+    mokkafs_mount,
+    shared_parent,
+    wait_for,
+)
 from tests.helpers.topology import check_hwloc
 
 pytestmark = pytest.mark.consumers
@@ -45,7 +52,7 @@ echo ==ibv; ibv_devices
 echo ==procdevices; cat /proc/devices
 echo ==net; ls /sys/class/net
 echo ==iplink; ip -o link | cut -d: -f2 | cut -d@ -f1 | tr -d ' '
-echo ==cpu; cat /sys/devices/system/clocksource/clocksource0/current_clocksource
+echo ==host; cat /sys/devices/system/clocksource/clocksource0/current_clocksource
 echo ==cgroup; ls /sys/fs/cgroup
 echo ==lstopo; lstopo-no-graphics -v --whole-io 2>/dev/null
 echo ==ibdump; /ibdump
@@ -103,7 +110,7 @@ def test_every_consumer_in_one_container(h100_node: Node, ibdump: Path) -> None:
     # The container's own world is intact:
     assert sorted(out["net"].split()) == sorted(out["iplink"].split())  # its netns only
     assert set(out["net"].split()) != set(os.listdir("/sys/class/net"))  # not the host's
-    assert out["cpu"] == Path("/sys/devices/system/clocksource/clocksource0/current_clocksource").read_text()  # the host's, below the view
+    assert out["host"] == (Path("/sys") / HOST_ATTRIBUTE).read_text()
     assert out["cgroup"].split(), "cgroups are mounted over the view's fs/cgroup"
     lines = out["lstopo"].splitlines()
     for hca in state.hcas:
@@ -223,7 +230,8 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     spec = json.loads(h100_node.spec.read_text())  # it exists once the mount is ready
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == h100_node.kind
     assert [d["name"] for d in spec["devices"]] == [
-        "all", "sys", "proc", "proc-mount", "proc-devices", "proc-devices-mount", "infiniband"]
+        "all", "sys", "proc", "proc-mount", "proc-devices", "proc-devices-mount", "nvidia",
+        "infiniband"]
     nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][-1][
         "containerEdits"]["deviceNodes"]}
     assert nodes["/dev/infiniband/rdma_cm"] == (10, 56)

@@ -18,7 +18,7 @@ import pytest
 from mokkafs.surfaces import ib_traffic
 from tests.conftest import H100_GPU0, device_path, require_tool, state_of
 from tests.helpers.metrics import fuse_requests
-from tests.helpers.mounts import REPO, Mount, free_port, mokkafs_mount, wait_for
+from tests.helpers.mounts import HOST_ATTRIBUTE, REPO, Mount, free_port, mokkafs_mount, wait_for
 
 STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 MODES = ("no-open", "keep-cache")
@@ -80,7 +80,7 @@ def test_requests_per_read_in_each_mode(tmp_path: Path, mode: str) -> None:
 def test_sizes_are_exact_where_page_caches_serve(tmp_path: Path, mode: str) -> None:
     with served(tmp_path, mode) as (mount, _):
         counter = mount.path / COUNTER
-        online = mount.sys / "devices/system/clocksource/clocksource0/current_clocksource"  # the host's, passed through
+        online = mount.sys / HOST_ATTRIBUTE  # the host's, passed through
         vendor = mount.path / GPU / "vendor"
         assert os.stat(vendor).st_size == len(vendor.read_bytes()) == 7
         for f in (counter, online):

@@ -19,6 +19,8 @@ __all__ = ["NVML_MOCK_PROFILES", "REPO", "SHIPPED_PROFILES", "Mount", "free_port
 REPO = Path(__file__).resolve().parents[2]
 NVML_MOCK_PROFILES = REPO / "tests" / "data" / "nvml-mock"
 SHIPPED_PROFILES = REPO / "mokkafs" / "profiles"
+# A host attribute the view passes through below a merged directory (sysfs-relative)
+HOST_ATTRIBUTE = "devices/system/clocksource/clocksource0/current_clocksource"
 
 Mount = Daemon  # a running daemon, as the tests see it
 

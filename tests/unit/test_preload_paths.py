@@ -46,6 +46,7 @@ def test_every_simulated_path_is_redirected(path: Path,
     "/sys/module/fuse", "/sys/module/nvidia_drm", "/sys/class/misc/fuse", "/proc/driver/rtc",
     "/proc/stat", "/sys/devices/virtual/net/lo", "/sys/devices/system/memory",
     "/sys/class/infiniband_cm", "/sys/kernel/mm", "/proc/modules2", "/sys/devices/pci0000:zz",
+    "/dev/nvidia", "/dev/nvidia0x", "/dev/nvidia-nvswitch", "/dev/nvidia-uvmx", "/dev/nvram",
 ])
 def test_the_hosts_own_entries_are_not(logical: str,
                                        redirected: ctypes._NamedFuncPointer) -> None:
