@@ -70,8 +70,15 @@ def plan(mountpoint: Path, live_dev: str) -> dict[int, list[tuple[str, str]]]:
                 and m.point.startswith(PROPAGATED + "/")]
         dead = [m for m in mounts if m.dev != live_dev]
         if live and dead:
-            work[pid] = [(live[0].point.rstrip("/") + m.root.rstrip("/"), m.point) for m in dead]
+            work[pid] = [(live_source(live[0].point, m.root), m.point) for m in dead]
     return work
+
+
+def live_source(live: str, dead_root: str) -> str:
+    """The live path for a dead bind whose root in the dead filesystem is ``dead_root``. The
+    kernel writes a root whose dentry it dropped (a walk that met the dead daemon) as
+    ``/sys//deleted``: the path is still the one the bind was made of."""
+    return live.rstrip("/") + dead_root.removesuffix("//deleted").rstrip("/")
 
 
 def repair(mountpoint: Path) -> int:

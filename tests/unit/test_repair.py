@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mokkafs.delivery.records import Record
-from mokkafs.delivery.repair import _Again, _again, _below, _runtime_mounts
+from mokkafs.delivery.repair import _Again, _again, _below, _runtime_mounts, live_source
 from mokkafs.host.mountinfo import MountEntry
 
 VIEW = "0:53"  # the dead mount's device
@@ -61,3 +61,11 @@ def test_a_filesystem_is_cloned_only_if_its_type_and_options_are_the_same() -> N
     other = mount(41, 1, "/mnt/x", "ext4", CPU.dev)
     assert _again(CPU, [other], {102}) == "/sys/fs/cgroup/cpu: a cgroup mount mokkafs " \
         "cannot make again"
+
+
+def test_a_dead_bind_whose_root_the_kernel_dropped_is_bound_again_from_its_path() -> None:
+    """A walk that met the dead daemon drops the bind's root dentry, and mountinfo then writes
+    the root as ``/sys//deleted`` (a soak found a container left on a dead view by it)."""
+    assert live_source("/run/mokkafs-host/node", "/sys//deleted") == "/run/mokkafs-host/node/sys"
+    assert live_source("/run/mokkafs-host/node/", "/sys") == "/run/mokkafs-host/node/sys"
+    assert live_source("/run/mokkafs-host/node", "/") == "/run/mokkafs-host/node"
