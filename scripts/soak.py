@@ -132,20 +132,39 @@ class Book:
     """What the control socket acknowledged: faults that must survive a kill."""
 
     applied: set[str] = field(default_factory=set)
+    # names whose last request got no answer (the kill came during it): either outcome is right
+    unsure: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def asking(self, name: str) -> None:
+        with self.lock:
+            self.unsure.add(name)
+
+    def answered(self, name: str, applied: bool) -> None:
+        with self.lock:
+            self.unsure.discard(name)
+            (self.applied.add if applied else self.applied.discard)(name)
+
+    def settle(self, listed: set[str]) -> set[str]:
+        """What must be listed after a restart; from then on, what is."""
+        with self.lock:
+            expected = self.applied - self.unsure
+            self.applied = set(listed)
+            self.unsure.clear()
+        return expected
 
 
 def apply(node: Node, book: Book, name: str, target: str, seconds: int) -> None:
     text = f"faults:\n  - {{name: {name}, kind: ib-port-down, target: {target}, for: {seconds}}}\n"
+    book.asking(name)
     request(node.control, {"op": "apply", "file": f"{name}.yaml", "text": text}, timeout=30)
-    with book.lock:
-        book.applied.add(name)
+    book.answered(name, applied=True)
 
 
 def clear(node: Node, book: Book, name: str) -> None:
+    book.asking(name)
     request(node.control, {"op": "clear", "names": [name]}, timeout=30)
-    with book.lock:
-        book.applied.discard(name)
+    book.answered(name, applied=False)
 
 
 # -- activities: each runs until ``stop`` is set, against a daemon that may die under it ---
@@ -248,9 +267,8 @@ def leftovers(node: Node) -> list[str]:
 def restored(node: Node, book: Book, left_before: float | None) -> list[str]:
     problems = []
     faults = node.faults()
-    with book.lock:
-        expected = set(book.applied)
     control = {n for n, f in faults.items() if f.get("source") != "profile"}
+    expected = book.settle(control)
     if not expected <= control:
         problems.append(f"acknowledged faults lost: {sorted(expected - control)}")
     keep = faults.get("soak-keep")
