@@ -142,8 +142,13 @@ HALF = [("0-63,128-191", "0-31,64-95"), ("64-127,192-255", "32-63,96-127")]
 
 
 def test_a_swap_of_the_cpu_count_shows_whole(tmp_path: Path) -> None:
-    """a100's 256 CPUs become 128 and back: a reader that reads ``online`` and then lists
-    ``cpu/`` finds every CPU ``online`` names, whenever the swap comes."""
+    """a100's 256 CPUs become 128 and back: every read of ``online`` is one generation's,
+    whenever the swap comes. In no-open mode, where the kernel's caches are told to forget
+    in order (docs/machine.md), a reader that reads ``online`` and then lists ``cpu/`` also
+    finds every CPU ``online`` names; keep-cache mode answers each request from the tree in
+    force, so two reads (or a listing's two getdents) that straddle a swap may see one
+    generation each, as kernfs's listings may during a hot-unplug."""
+    ordered = os.environ.get("MOKKAFS_CACHE_MODE", "no-open") != "keep-cache"
     full = profile_text("a100")
     half = full
     for old, new in HALF:
@@ -160,7 +165,9 @@ def test_a_swap_of_the_cpu_count_shows_whole(tmp_path: Path) -> None:
                 listed = {int(n[3:]) for n in os.listdir(base / "cpu")
                           if re.fullmatch(r"cpu\d+", n)}
                 seen.add(len(listed))
-                if not online <= listed:
+                if len(online) not in (128, 256):
+                    torn.append(f"online has {len(online)}: not one generation's")
+                elif ordered and not online <= listed:
                     torn.append(f"online has {len(online)}, cpu/ lists {len(listed)}")
 
         thread = threading.Thread(target=reader)
