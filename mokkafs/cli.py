@@ -23,6 +23,7 @@ from mokkafs.delivery.cdi import (
     check_parent,
     require_serving,
     served_device_nodes,
+    serves_machine,
     spec_file_name,
     validate,
     write_atomically,
@@ -360,7 +361,8 @@ def _cmd_cdi(args: argparse.Namespace) -> int:
     check_parent(args.mountpoint)  # the spec hands it to every container, as the daemon's does
     require_share(args.mountpoint)
     spec = build_spec(args.mountpoint, served_device_nodes(args.mountpoint),
-                      args.cdi_version or DEFAULT_VERSION, kind=args.cdi_kind)
+                      args.cdi_version or DEFAULT_VERSION, kind=args.cdi_kind,
+                      machine=serves_machine(args.mountpoint))
     validate(spec)
     if args.output:
         write_atomically(spec, args.output)
