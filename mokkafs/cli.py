@@ -23,6 +23,7 @@ from mokkafs.delivery.cdi import (
     check_parent,
     require_serving,
     served_device_nodes,
+    serves_machine,
     spec_file_name,
     validate,
     write_atomically,
@@ -62,6 +63,9 @@ def _profile_args(p: argparse.ArgumentParser) -> None:
                    help="this node's index in its fleet: makes IB GUIDs and LIDs unique")
     p.add_argument("--no-infiniband", action="store_true",
                    help="serve no InfiniBand surface, whatever the profile declares")
+    p.add_argument("--no-machine", action="store_true",
+                   help="serve no CPUs, NUMA nodes, /proc/cpuinfo or /proc/meminfo (the "
+                        "host's show through), as machine.show: false does")
     p.add_argument("--counter-staleness-ms", type=float, default=100.0,
                    help="IB counters advance in steps of this many ms (0: exact at every read)")
 
@@ -200,6 +204,7 @@ def _options(args: argparse.Namespace,
             counter_quantum=max(args.counter_staleness_ms, 0.0) / 1000.0,
             host=read_host_facts(sysfs=host_sysfs),
             infiniband=not args.no_infiniband,
+            machine=not args.no_machine,
         )
 
     return options
@@ -356,7 +361,8 @@ def _cmd_cdi(args: argparse.Namespace) -> int:
     check_parent(args.mountpoint)  # the spec hands it to every container, as the daemon's does
     require_share(args.mountpoint)
     spec = build_spec(args.mountpoint, served_device_nodes(args.mountpoint),
-                      args.cdi_version or DEFAULT_VERSION, kind=args.cdi_kind)
+                      args.cdi_version or DEFAULT_VERSION, kind=args.cdi_kind,
+                      machine=serves_machine(args.mountpoint))
     validate(spec)
     if args.output:
         write_atomically(spec, args.output)

@@ -2,8 +2,9 @@
 
 Layout (docs/containers.md says why): the view's ``sys`` becomes the container's whole
 ``/sys`` (simulated nodes merged over the host's live sysfs, the network-namespace-scoped
-parts served from the container's own namespace); ``/proc/devices``, ``/proc/driver`` and
-``/proc/modules`` are bound over by a createContainer hook, because runc refuses mounts
+parts served from the container's own namespace); ``/proc/devices``, ``/proc/driver``,
+``/proc/modules`` and, while the view serves the machine, ``/proc/cpuinfo`` and
+``/proc/meminfo`` are bound over by a createContainer hook, because runc refuses mounts
 inside /proc; the RDMA and NVIDIA character devices consumers stat or hand on are device
 nodes.
 
@@ -13,6 +14,8 @@ Devices of kind ``mokkafs.io/node``:
   container's mounts for a restarted daemon: ``mokkafs.delivery.records``);
 - ``proc``: the hook only; ``proc-mount``: direct mounts instead (crun allows them, runc
   does not); ``proc-devices`` and ``proc-devices-mount``: the same for /proc/devices alone;
+  ``proc-machine`` and ``proc-machine-mount``: for /proc/cpuinfo and /proc/meminfo alone,
+  only while the view serves the machine;
 - ``nvidia``: the NVIDIA driver's nodes only (/dev/nvidia*, /dev/nvidia-caps/*);
 - ``infiniband``: the /dev/infiniband nodes only.
 """
@@ -53,6 +56,10 @@ DeviceNode = tuple[str, int, int]  # container path, major, minor
 # the module list. A path the container's kernel lacks (/proc/modules without module
 # support) is skipped by the hook.
 PROC = ("devices", "driver", "modules")
+# The machine's files (docs/machine.md), bound as PROC is while the view serves them: a
+# profile with machine.show: false (or a daemon run with --no-machine) serves neither, and
+# the container keeps its own.
+PROC_MACHINE = ("cpuinfo", "meminfo")
 
 
 def hook_path() -> str:
@@ -70,7 +77,10 @@ def spec_file_name(kind: str) -> str:
 
 
 def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT_VERSION,
-               hook: str | None = None, kind: str = KIND) -> dict[str, Any]:
+               hook: str | None = None, kind: str = KIND, machine: bool = True,
+               ) -> dict[str, Any]:
+    """The spec of the view at ``mountpoint``: ``nodes`` its character devices, ``machine``
+    whether it serves the machine's /proc files (``State.machine.shown``)."""
     if version not in VERSIONS:
         raise UsageError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
     mnt = os.path.abspath(mountpoint)
@@ -110,15 +120,19 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
     def device(name: str, **edits: Any) -> dict[str, Any]:
         return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
 
+    proc = PROC + PROC_MACHINE if machine else PROC
     devices = [
-        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*PROC), *records],
+        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*proc), *records],
                deviceNodes=device_nodes),
         device("sys", mounts=[parent, sys_mount], hooks=records),
-        device("proc", hooks=[proc_hook(*PROC)]),
-        device("proc-mount", mounts=proc_mounts(*PROC)),
+        device("proc", hooks=[proc_hook(*proc)]),
+        device("proc-mount", mounts=proc_mounts(*proc)),
         device("proc-devices", hooks=[proc_hook("devices")]),
         device("proc-devices-mount", mounts=proc_mounts("devices")),
     ]
+    if machine:
+        devices.append(device("proc-machine", hooks=[proc_hook(*PROC_MACHINE)]))
+        devices.append(device("proc-machine-mount", mounts=proc_mounts(*PROC_MACHINE)))
     if nvidia:
         devices.append(device("nvidia", deviceNodes=nvidia))
     if infiniband:
@@ -163,6 +177,11 @@ def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
                 nodes.append(("/" + os.path.relpath(path, mountpoint), os.major(st.st_rdev),
                               os.minor(st.st_rdev)))
     return nodes
+
+
+def serves_machine(mountpoint: Path) -> bool:
+    """Whether a serving mount serves the machine's /proc files (``PROC_MACHINE``)."""
+    return all((mountpoint / "proc" / name).is_file() for name in PROC_MACHINE)
 
 
 def require_serving(mountpoint: Path) -> None:
@@ -245,11 +264,12 @@ class Publisher:
                            "it wrote; mokkafs replaces only its own: remove it if it is a "
                            "stale mokkafs spec, or choose another --cdi-kind")
 
-    def publish(self, nodes: list[DeviceNode]) -> None:
-        """Write the spec (unless retracted for good). Raises ``CdiError``."""
+    def publish(self, nodes: list[DeviceNode], machine: bool = True) -> None:
+        """Write the spec (unless retracted for good) of a view with the character devices
+        ``nodes``, serving the machine if ``machine``. Raises ``CdiError``."""
         if self.closed or self.dir is None:
             return
-        spec = build_spec(self.mountpoint, nodes, self.version, self.hook, self.kind)
+        spec = build_spec(self.mountpoint, nodes, self.version, self.hook, self.kind, machine)
         validate(spec)
         data = (json.dumps(spec, indent=2) + "\n").encode()
         held = self.dir

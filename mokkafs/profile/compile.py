@@ -62,6 +62,7 @@ class Options:
     counter_quantum: float = 0.1
     host: HostFacts = field(default_factory=HostFacts)
     infiniband: bool = True  # False: serve no IB surface whatever the profile says
+    machine: bool = True  # False: serve no CPU, NUMA node, cpuinfo or meminfo (machine.show)
 
 
 def _parse_cpulist(text: str) -> tuple[int, ...]:
@@ -235,7 +236,9 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         driver=driver(profile),
         pci_drivers=tuple(sorted({fn.driver for fn in pci.functions})),
         rdma_loaded=bool(hcas),
-        machine=pci.machine,
+        # The PCI side keeps the machine's shape (the functions' local CPUs); only whether
+        # the view serves it follows the command line.
+        machine=pci.machine if options.machine else replace(pci.machine, shown=False),
         iommu=(profile.pcie_topology or PcieTopology()).iommu,
         host=options.host,
         started_at=options.started_at,

@@ -271,7 +271,7 @@ def _publish(publisher: Publisher | None, host_sync: Callable[[State], None] | N
         if host_sync is not None:
             host_sync(state)
         if publisher is not None:
-            publisher.publish(_spec_nodes(state))
+            publisher.publish(_spec_nodes(state), state.machine.shown)
     return publish
 
 
@@ -387,7 +387,8 @@ class _Running:
             return
         if self.publisher is not None:
             try:
-                self.publisher.publish(_spec_nodes(self.swapper.effective))
+                effective = self.swapper.effective
+                self.publisher.publish(_spec_nodes(effective), effective.machine.shown)
             except Exception as exc:
                 # Asked to give containers the mount and unable to: stop cleanly, loudly.
                 self.failure = exc

@@ -138,6 +138,20 @@ def _told(mount: Mount) -> None:
     assert out[4] == "22"  # EINVAL: CPU 100 is not the host's
 
 
+def test_no_machine_shows_the_hosts_cpus_through(tmp_path: Path) -> None:
+    """``mokkafs mount --no-machine`` (docs/machine.md): the profile asks for its machine, the
+    command line turns it off, and the view's cpu/ is the host's, passed through."""
+    host = Path("/sys/devices/system/cpu")
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--node-name", "a",
+                                          "--no-machine"]) as mount:
+        cpu = mount.sys / "devices/system/cpu"
+        assert (cpu / "online").read_text() == (host / "online").read_text() != "0-223\n"
+        assert sorted(n for n in os.listdir(cpu) if re.fullmatch(r"cpu\d+", n)) == sorted(
+            n for n in os.listdir(host) if re.fullmatch(r"cpu\d+", n))
+        assert not (mount.sys.parent / "proc/cpuinfo").exists()
+        assert not (mount.sys.parent / "proc/meminfo").exists()
+
+
 HALF = [("0-63,128-191", "0-31,64-95"), ("64-127,192-255", "32-63,96-127")]
 
 

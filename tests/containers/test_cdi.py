@@ -1,6 +1,6 @@
 """The mission's main use, end to end on a real runtime: a container given the CDI device
 sees the simulated node at the kernel paths with every consumer (Go and static ones
-included), and keeps its own CPU topology, cgroups and network interfaces."""
+included), and keeps its own cgroups and network interfaces."""
 
 from __future__ import annotations
 
@@ -230,8 +230,8 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     spec = json.loads(h100_node.spec.read_text())  # it exists once the mount is ready
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == h100_node.kind
     assert [d["name"] for d in spec["devices"]] == [
-        "all", "sys", "proc", "proc-mount", "proc-devices", "proc-devices-mount", "nvidia",
-        "infiniband"]
+        "all", "sys", "proc", "proc-mount", "proc-devices", "proc-devices-mount",
+        "proc-machine", "proc-machine-mount", "nvidia", "infiniband"]
     nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][-1][
         "containerEdits"]["deviceNodes"]}
     assert nodes["/dev/infiniband/rdma_cm"] == (10, 56)

@@ -1,5 +1,5 @@
 """The commands that need no mount: tree (and --cat), render over an existing tree,
---no-infiniband; and that they never import pyfuse3."""
+--no-infiniband, --no-machine; and that they never import pyfuse3."""
 
 from __future__ import annotations
 
@@ -44,6 +44,26 @@ def test_no_infiniband_leaves_no_trace_of_it() -> None:
     assert listed == {fn.bdf for fn in functions if fn.driver != "mlx5_core"}
     assert len([fn for fn in functions if fn.driver == "nvidia"]) == 8  # the GPUs
     assert len([fn for fn in functions if fn.driver == "nvidia-nvswitch"]) == 4
+
+
+def test_no_machine_serves_no_cpu_node_cpuinfo_or_meminfo() -> None:
+    """--no-machine does what the profile's machine.show: false does, without editing it:
+    the host's CPUs show through, and the PCI side keeps the profile's shape."""
+    def paths(*extra: str) -> set[str]:
+        result = mokkafs("tree", "--profile", "h100", "--node-name", "node-a", *extra)
+        assert result.returncode == 0, result.stderr
+        return {line.split(" ", 1)[1].split(" -> ")[0].split(" = ")[0]
+                for line in result.stdout.splitlines()}
+
+    machine = ("sys/devices/system", "proc/cpuinfo", "proc/meminfo")
+    full, off = paths(), paths("--no-machine")
+    assert {"sys/devices/system/cpu/cpu223", "sys/devices/system/node/node1", "proc/cpuinfo",
+            "proc/meminfo"} <= full
+    assert not [p for p in off if p.startswith(machine)]
+    assert {p for p in full if not p.startswith(machine)} == off
+    assert state_of("h100").machine.shown
+    text = (REPO / "mokkafs/profiles/h100.yaml").read_text()
+    assert "show:" not in text  # the profile itself asks for the machine
 
 
 def test_render_over_an_existing_tree_becomes_the_new_view(tmp_path: Path) -> None:
