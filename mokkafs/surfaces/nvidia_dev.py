@@ -46,6 +46,12 @@ FIXED_NAMES = ("nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", 
 DevNode = tuple[str, int, int, int]  # /dev path, major, minor, mode
 
 
+def nvswitches(state: State) -> list[str]:
+    """The bus ids of the NVSwitches the driver probed, in bus order: the index of each is
+    the ``N`` of its ``/dev/nvidia-nvswitch<N>`` (and of its proc entry's place)."""
+    return sorted(fn.bdf for fn in state.functions if fn.kind == "nvswitch")
+
+
 def device_numbers(state: State) -> list[DevNode]:
     """(/dev path, major, minor, mode) of every node the simulated NVIDIA driver has: none
     unless the profile loads it (faults that remove every GPU leave the driver loaded)."""
@@ -62,7 +68,7 @@ def device_numbers(state: State) -> list[DevNode]:
             (f"/{CAPS_DIR}/nvidia-cap{MIG_CONFIG_MINOR}", caps, MIG_CONFIG_MINOR, MODE_ROOT),
             (f"/{CAPS_DIR}/nvidia-cap{MIG_MONITOR_MINOR}", caps, MIG_MONITOR_MINOR,
              MODE_ALL_READ)]
-    switches = sorted(fn.bdf for fn in state.functions if fn.kind == "nvswitch")
+    switches = nvswitches(state)
     if switches:
         sw = state.major("nvidia-nvswitch")
         out += [(f"/dev/nvidia-nvswitch{i}", sw, i, MODE_NVSWITCH)
