@@ -225,7 +225,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         node_name=options.node_name,
         node_index=options.node_index,
         roots=pci.roots,
-        functions=infiniband.with_vpd(pci.functions, ib, options.node_name),
+        functions=pci.functions,
         hcas=hcas,
         char_majors=_majors(profile, bool(pci.hca_bdfs),
                             any(fn.kind == "nvswitch" for fn in pci.functions), problems),
@@ -305,8 +305,9 @@ def _pci_side(profile: Profile, filename: str, node_name: str, ib_served: bool,
     layout = topology.layout(found, {b: placement[b] for b in [*endpoints, *absent]}, category,
                              problems, topo.first_root_port)
     problems.check()
-    functions = _functions(profile, endpoints, placement, layout, {r.id: r for r in roots},
-                           node_name)
+    functions = infiniband.with_vpd(
+        _functions(profile, endpoints, placement, layout, {r.id: r for r in roots}, node_name),
+        ib, node_name)
     return _PciSide(roots, shape, functions, tuple(p.bdf for p in placed),
                     tuple(hca_names))
 

@@ -142,7 +142,7 @@ def with_vpd(functions: tuple[PciFunction, ...], ib: InfiniBand, node_name: str,
              ) -> tuple[PciFunction, ...]:
     """``functions`` with the VPD of every HCA ``infiniband.devices`` names an
     ``nvlink-management`` port (a serial of the node's and the bus's own). Only a declared
-    HCA has a role; a node serving no InfiniBand has no such function, so nothing changes."""
+    HCA has a role, and a node serving no InfiniBand has no HCA function."""
     roles = {str(d.bus_id): d.role for d in ib.devices}
     out = []
     for fn in functions:
