@@ -59,3 +59,12 @@ def test_nvswitch_proc_entries_match_the_device_nodes(profile: str) -> None:
     assert entries == nvidia_dev.nvswitches(state)
     assert "proc/driver/nvidia-nvswitch/devices" in names  # empty on b200 and gb200
     assert bool(entries) == (profile in ("h100", "h200", "a100"))
+
+
+def test_the_permissions_file_gives_the_mode_of_the_switch_nodes() -> None:
+    state = state_of("h100")
+    files = {n.path: n for n in nvswitch_proc.nodes(state)}
+    text = files["proc/driver/nvidia-nvswitch/permissions"].read(0.0).decode()
+    assert text == "DeviceFileMode: 438\n"  # procfs_nvswitch.c, read by nvidia-modprobe
+    modes = {mode for p, _, _, mode in nvidia_dev.device_numbers(state) if "nvswitch" in p}
+    assert modes == {int(text.split(": ")[1])}
