@@ -7,6 +7,7 @@ import pytest
 from mokkafs.profile import vpd
 from mokkafs.surfaces import build_tree, nvidia_dev, nvswitch_proc
 from mokkafs.surfaces.pci_config import VPD_CAP, config_space
+from mokkafs.tree.nodes import File
 from tests.conftest import state_of
 
 
@@ -64,7 +65,9 @@ def test_nvswitch_proc_entries_match_the_device_nodes(profile: str) -> None:
 def test_the_permissions_file_gives_the_mode_of_the_switch_nodes() -> None:
     state = state_of("h100")
     files = {n.path: n for n in nvswitch_proc.nodes(state)}
-    text = files["proc/driver/nvidia-nvswitch/permissions"].read(0.0).decode()
+    node = files["proc/driver/nvidia-nvswitch/permissions"]
+    assert isinstance(node, File)
+    text = node.read(0.0).decode()
     assert text == "DeviceFileMode: 438\n"  # procfs_nvswitch.c, read by nvidia-modprobe
     modes = {mode for p, _, _, mode in nvidia_dev.device_numbers(state) if "nvswitch" in p}
     assert modes == {int(text.split(": ")[1])}
