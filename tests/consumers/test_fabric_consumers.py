@@ -1,6 +1,8 @@
-"""Fabric Manager's detection against a real mount: the DRA driver's rule (its
-``pkg/fabricmanager`` support, kubernetes-sigs/dra-driver-nvidia-gpu, and NVIDIA/nvrc's
-detection read the same two things) and lspci decoding the management ports' VPD.
+"""Fabric Manager's detection against a real mount: the DRA driver's rule
+(``HasFabricManagerFabric``, ``pkg/fabricmanager/fabric.go`` of the
+kubernetes-sigs/dra-driver-nvidia-gpu line, as stored from the varunrsekar/k8s-dra-driver
+fork; NVIDIA/nvrc's detection reads the same two things), in Python and in Go, and lspci
+decoding the management ports' VPD.
 
 Fabric Manager is needed when ``/proc/driver/nvidia-nvswitch/devices`` holds an entry
 (HGX A100/H100/H200: the nvswitch driver probed an NVSwitch) or when the ``vpd`` of some
@@ -9,6 +11,7 @@ InfiniBand device's PCI function contains ``SW_MNG`` (HGX B200: NVLink5 manageme
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +41,27 @@ def needs_fabric_manager(root: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
+def fmdetect(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Go reader (tests/consumers/go/fmdetect), built offline with the standard library."""
+    go = require_tool("go")
+    work = tmp_path_factory.mktemp("fmdetect")
+    out = work / "fmdetect"
+    env = {**os.environ, "GO111MODULE": "off", "GOPROXY": "off", "GOPATH": str(work / "gopath"),
+           "GOCACHE": str(work / "cache"), "CGO_ENABLED": "0"}
+    source = Path(__file__).parent / "go" / "fmdetect" / "main.go"
+    subprocess.run([go, "build", "-o", str(out), str(source)], env=env, check=True,
+                   timeout=300, cwd=work)
+    return out
+
+
+def go_says(fmdetect: Path, root: Path) -> bool:
+    out = subprocess.run([str(fmdetect), str(root)], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out in ("yes\n", "no\n"), out
+    return out == "yes\n"
+
+
+@pytest.fixture(scope="module")
 def b200(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
     mnt = tmp_path_factory.mktemp("fabric") / "mnt"
     with mokkafs_mount(mnt, ["--profile", "b200", "--node-name", "node-a"]) as mount:
@@ -47,10 +71,11 @@ def b200(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
 @pytest.mark.parametrize(("profile", "needed"), [("h100", True), ("a100", True),
                                                   ("gb200", False)])
 def test_fabric_manager_detection_follows_the_nvswitches(tmp_path: Path, profile: str,
-                                                         needed: bool) -> None:
+                                                         needed: bool, fmdetect: Path) -> None:
     with mokkafs_mount(tmp_path / "mnt", ["--profile", profile,
                                           "--node-name", "node-a"]) as mount:
         assert needs_fabric_manager(mount.path) is needed
+        assert go_says(fmdetect, mount.path) is needed
         devices = mount.path / "proc/driver/nvidia-nvswitch/devices"
         listed = sorted(p.name for p in devices.iterdir())
         state = state_of(profile)
@@ -63,9 +88,11 @@ def test_fabric_manager_detection_follows_the_nvswitches(tmp_path: Path, profile
         assert nodes == sorted(f"nvidia-nvswitch{i}" for i in range(len(listed)))
 
 
-def test_b200_needs_fabric_manager_through_its_management_ports(b200: Mount) -> None:
+def test_b200_needs_fabric_manager_through_its_management_ports(b200: Mount,
+                                                               fmdetect: Path) -> None:
     assert not any((b200.path / "proc/driver/nvidia-nvswitch/devices").iterdir())
     assert needs_fabric_manager(b200.path)
+    assert go_says(fmdetect, b200.path)
     marked = sorted(d.name for d in (b200.sys / "class/infiniband").iterdir()
                     if (d / "device/vpd").exists()
                     and b"SW_MNG" in (d / "device/vpd").read_bytes())
