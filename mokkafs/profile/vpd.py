@@ -7,8 +7,8 @@ byte from the start through it sum to zero, and the small-resource End tag (0x78
 ``nvlink_management`` is the VPD of an HGX B200's NVLink management ports: ConnectX-7
 functions on the baseboard that reach the NVSwitch trays' management, which Fabric
 Manager and the DRA driver find by the string ``SW_MNG`` in it (NVIDIA/nvrc and the DRA
-driver read ``vpd`` and search for the bytes; the ``SMDL=SW_MNG`` field of the vendor
-keyword follows NVIDIA's notes on the CX7 bridge PFs). Part and serial numbers are made up.
+driver read ``vpd`` and search for the bytes; stricter published readers want the field
+``SMDL=SW_MNG`` in the vendor keyword ``VA``, as here). Part and serial numbers are made up.
 """
 
 from __future__ import annotations
