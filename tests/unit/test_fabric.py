@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from mokkafs.errors import ProfileError
 from mokkafs.profile import vpd
 from mokkafs.surfaces import build_tree, nvidia_dev, nvswitch_proc
 from mokkafs.surfaces.pci_config import VPD_CAP, config_space
 from mokkafs.tree.nodes import File
 from tests.conftest import state_of
+from tests.helpers.mounts import SHIPPED_PROFILES
 
 
 def test_vpd_is_the_pci_format_with_a_good_checksum() -> None:
@@ -71,3 +75,14 @@ def test_the_permissions_file_gives_the_mode_of_the_switch_nodes() -> None:
     assert text == "DeviceFileMode: 438\n"  # procfs_nvswitch.c, read by nvidia-modprobe
     modes = {mode for p, _, _, mode in nvidia_dev.device_numbers(state) if "nvswitch" in p}
     assert modes == {int(text.split(": ")[1])}
+
+
+def test_a_misspelt_role_names_the_file_the_field_and_the_choices(tmp_path: Path) -> None:
+    path = tmp_path / "b200-typo.yaml"
+    text = (SHIPPED_PROFILES / "b200.yaml").read_text()
+    path.write_text(text.replace("role: nvlink-management}", "role: nvlink-mgmt}", 1))
+    with pytest.raises(ProfileError) as caught:
+        state_of(path)
+    message = str(caught.value)
+    assert str(path) in message and "infiniband.devices[8].role" in message
+    assert "'compute' or 'nvlink-management'" in message
