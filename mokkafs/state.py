@@ -102,6 +102,8 @@ class PciFunction:
     gpu: GpuInfo | None = None
     # Fell off the bus: config reads complete with all ones (a fault, mokkafs.faults)
     lost: bool = False
+    # Its PCI Vital Product Data (mokkafs.profile.vpd), empty where it has none
+    vpd: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ static const char *const prefixes[] = {
     "/proc/devices",
     "/proc/driver/nvidia",
     "/proc/driver/nvidia-caps",
+    "/proc/driver/nvidia-nvswitch",
     "/proc/modules",
     "/sys/devices/system/cpu",
     "/sys/devices/system/node",

@@ -308,8 +308,9 @@ def _pci_side(profile: Profile, filename: str, node_name: str, ib_served: bool,
     layout = topology.layout(found, {b: placement[b] for b in [*endpoints, *absent]}, category,
                              problems, topo.first_root_port)
     problems.check()
-    functions = _functions(profile, endpoints, placement, layout, {r.id: r for r in roots},
-                           node_name)
+    functions = infiniband.with_vpd(
+        _functions(profile, endpoints, placement, layout, {r.id: r for r in roots}, node_name),
+        ib, node_name)
     return _PciSide(roots, shape, functions, tuple(p.bdf for p in placed),
                     tuple(hca_names))
 

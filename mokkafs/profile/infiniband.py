@@ -12,14 +12,15 @@ functions on those buses, so one switch still holds them all). GUIDs and LIDs: s
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import zlib
+from dataclasses import dataclass, replace
 
-from mokkafs.profile import identity
+from mokkafs.profile import identity, vpd
 from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.devices import Gpu
 from mokkafs.profile.load import Problems, YamlPath
 from mokkafs.profile.schema import InfiniBand
-from mokkafs.state import IB_ERROR_COUNTERS, Hca, IbPort, Traffic
+from mokkafs.state import IB_ERROR_COUNTERS, Hca, IbPort, PciFunction, Traffic
 
 # A bound on what the InfiniBand surface may cost: files per HCA and per port besides the GID
 # and P_Key tables (counted in surfaces/infiniband.py), and the most a node may have in all
@@ -134,4 +135,19 @@ def hcas(ib: InfiniBand, bdfs: list[Bdf], hca_names: list[str], node_name: str,
             sys_image_guid=port_list[0].guid, hca_type=ib.hca_type, fw_ver=ib.fw_version,
             hw_rev=ib.hw_rev, board_id=ib.board_id, node_desc=desc, ports=port_list,
             gid_table_len=ib.gid_table_len, pkey_table_len=ib.pkey_table_len))
+    return tuple(out)
+
+
+def with_vpd(functions: tuple[PciFunction, ...], ib: InfiniBand, node_name: str,
+             ) -> tuple[PciFunction, ...]:
+    """``functions`` with the VPD of every HCA ``infiniband.devices`` names an
+    ``nvlink-management`` port (a serial of the node's and the bus's own). Only a declared
+    HCA has a role, and a node serving no InfiniBand has no HCA function."""
+    roles = {str(d.bus_id): d.role for d in ib.devices}
+    out = []
+    for fn in functions:
+        if fn.kind == "hca" and roles.get(fn.bdf) == "nvlink-management":
+            serial = f"MT{zlib.crc32(f'{node_name}/{fn.bdf}'.encode()) % 10**10:010d}"
+            fn = replace(fn, vpd=vpd.nvlink_management(serial))
+        out.append(fn)
     return tuple(out)

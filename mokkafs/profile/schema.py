@@ -107,6 +107,8 @@ class Hca(ClosedSection):
 
     bus_id: Bdf
     name: Annotated[str, Field(pattern=r"^mlx5_\d{1,3}$")] | None = None
+    # nvlink-management: an HGX B200's NVLink management port, whose PCI VPD says SW_MNG
+    role: Literal["compute", "nvlink-management"] = "compute"
 
 
 class InfiniBand(OpenSection):

@@ -10,8 +10,9 @@ driver's, NVIDIA/open-gpu-kernel-modules ``kernel-open/nvidia/nv.c``, ``linux_nv
   ``nvidia-cap2`` (MIG monitor, 0444), the minors and modes of
   ``proc/driver/nvidia/capabilities/mig/{config,monitor}``;
 - where NVSwitches are on the bus, on the ``nvidia-nvswitch`` major: ``nvidia-nvswitch<N>``
-  (minors in probe order, which is bus order; mode 0600, as the driver's
-  ``proc/driver/nvidia-nvswitch/permissions`` says) and ``nvidia-nvswitchctl``
+  (minors in probe order, which is bus order; mode 0666, as the driver's
+  ``proc/driver/nvidia-nvswitch/permissions`` says in ``procfs_nvswitch.c``, the code that
+  also writes ``devices/``; older ``linux_nvswitch.c`` said 0600) and ``nvidia-nvswitchctl``
   (NVSWITCH_CTL_MINOR 255).
 
 Every major is the State's (``State.major``), the one ``proc/devices`` lists. The nodes are
@@ -37,13 +38,19 @@ MODESET_MINOR = 254  # NV_MODESET_MINOR_DEVICE_NUM
 UVM_MINOR, UVM_TOOLS_MINOR = 0, 1
 NVSWITCH_CTL_MINOR = 255
 MODE_ALL = 0o666  # the driver's DeviceFileMode default (params: 438)
-MODE_NVSWITCH = 0o600  # /proc/driver/nvidia-nvswitch/permissions: DeviceFileMode 384
+MODE_NVSWITCH = 0o666  # /proc/driver/nvidia-nvswitch/permissions: DeviceFileMode 438
 CAPS_DIR = "dev/nvidia-caps"
 # The names below dev/ that carry no number (the preload shim redirects them by name)
 FIXED_NAMES = ("nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps",
                "nvidia-nvswitchctl")
 
 DevNode = tuple[str, int, int, int]  # /dev path, major, minor, mode
+
+
+def nvswitches(state: State) -> list[str]:
+    """The bus ids of the NVSwitches the driver probed, in bus order: the index of each is
+    the ``N`` of its ``/dev/nvidia-nvswitch<N>`` (and of its proc entry's place)."""
+    return sorted(fn.bdf for fn in state.functions if fn.kind == "nvswitch")
 
 
 def device_numbers(state: State) -> list[DevNode]:
@@ -62,7 +69,7 @@ def device_numbers(state: State) -> list[DevNode]:
             (f"/{CAPS_DIR}/nvidia-cap{MIG_CONFIG_MINOR}", caps, MIG_CONFIG_MINOR, MODE_ROOT),
             (f"/{CAPS_DIR}/nvidia-cap{MIG_MONITOR_MINOR}", caps, MIG_MONITOR_MINOR,
              MODE_ALL_READ)]
-    switches = sorted(fn.bdf for fn in state.functions if fn.kind == "nvswitch")
+    switches = nvswitches(state)
     if switches:
         sw = state.major("nvidia-nvswitch")
         out += [(f"/dev/nvidia-nvswitch{i}", sw, i, MODE_NVSWITCH)

@@ -85,6 +85,8 @@ def _function(fn: PciFunction, state: State) -> Iterator[Node]:
     yield text(f"{d}/local_cpus", cpumask(fn.cpus, state.nr_cpus))
     yield File(f"{d}/resource", resource_text(fn))
     yield File(f"{d}/config", config_space(fn), 0o644)
+    if fn.vpd:  # the kernel's vpd attribute: root only (drivers/pci/vpd.c, 0600)
+        yield File(f"{d}/vpd", fn.vpd, 0o600)
     yield text(f"{d}/modalias", modalias(fn))
     yield File(f"{d}/uevent", uevent(fn).encode(), 0o644)
     yield text(f"{d}/enable", 1, 0o644)

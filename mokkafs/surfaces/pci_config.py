@@ -20,6 +20,7 @@ from mokkafs.state import Bar, Bridge, PciFunction
 CONFIG_SIZE = 4096
 PCIE_CAP = 0x40
 SSVID_CAP = 0x80  # bridges: Bridge Subsystem Vendor ID capability, after the PCIe one
+VPD_CAP = 0x80  # endpoints with VPD: the Vital Product Data capability, after the PCIe one
 
 # Kernel resource flags (include/linux/ioport.h) and the BAR type bits they carry.
 IORESOURCE_MEM = 0x0000_0200
@@ -94,6 +95,9 @@ def config_space(fn: PciFunction) -> bytes:
         buf[PCIE_CAP + 1] = SSVID_CAP
         buf[SSVID_CAP] = 0x0D
         struct.pack_into("<HH", buf, SSVID_CAP + 4, fn.subsystem_vendor, fn.subsystem_device)
+    elif fn.vpd:  # lspci decodes the sysfs vpd file only where this capability is listed
+        buf[PCIE_CAP + 1] = VPD_CAP
+        buf[VPD_CAP] = 0x03
     return bytes(buf)
 
 

@@ -102,8 +102,8 @@ def test_minors_and_modes_are_the_drivers() -> None:
                    "dev/nvidia-uvm": (0, 0o666), "dev/nvidia-uvm-tools": (1, 0o666),
                    "dev/nvidia-caps/nvidia-cap1": (1, 0o400),
                    "dev/nvidia-caps/nvidia-cap2": (2, 0o444),
-                   **{f"dev/nvidia-nvswitch{i}": (i, 0o600) for i in range(6)},
-                   "dev/nvidia-nvswitchctl": (255, 0o600)}
+                   **{f"dev/nvidia-nvswitch{i}": (i, 0o666) for i in range(6)},
+                   "dev/nvidia-nvswitchctl": (255, 0o666)}
 
 
 def test_a_profiles_minor_numbers_name_the_nodes(tmp_path: Path) -> None:
