@@ -10,12 +10,12 @@ unmounts and exits."""
 from __future__ import annotations
 
 import errno
-import signal
 import stat
 import sys
 
 import pyfuse3
-import trio
+
+from mokkafs.testing import serve_bare
 
 ROOT = pyfuse3.ROOT_INODE
 FILE, LINK = ROOT + 1, ROOT + 2
@@ -54,21 +54,8 @@ class Floor(pyfuse3.Operations):
         return b"f"
 
 
-async def serve() -> None:
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pyfuse3.main)
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            print("serving", flush=True)
-            async for _ in signals:
-                nursery.cancel_scope.cancel()
-
-
 def main() -> None:
-    pyfuse3.init(Floor(), sys.argv[1], set(pyfuse3.default_options) | {"ro", "fsname=floor"})
-    try:
-        trio.run(serve)
-    finally:
-        pyfuse3.close(unmount=True)
+    serve_bare(Floor(), sys.argv[1], "floor")
 
 
 if __name__ == "__main__":

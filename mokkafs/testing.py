@@ -119,3 +119,28 @@ def daemon(mountpoint: Path, args: Sequence[str], *, log: Path,
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def serve_bare(operations: object, mountpoint: str, fsname: str) -> None:
+    """Mount ``operations`` (a ``pyfuse3.Operations``) read-only at ``mountpoint`` and serve
+    it until SIGTERM or SIGINT, printing ``serving`` once mounted: the small stand-alone
+    filesystems tests and bench/ compare mokkafs with."""
+    import signal as signals_
+
+    import pyfuse3
+    import trio
+
+    async def serve() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(pyfuse3.main)
+            with trio.open_signal_receiver(signals_.SIGTERM, signals_.SIGINT) as received:
+                print("serving", flush=True)
+                async for _ in received:
+                    nursery.cancel_scope.cancel()
+
+    assert isinstance(operations, pyfuse3.Operations)
+    pyfuse3.init(operations, mountpoint, set(pyfuse3.default_options) | {"ro", f"fsname={fsname}"})
+    try:
+        trio.run(serve)
+    finally:
+        pyfuse3.close(unmount=True)

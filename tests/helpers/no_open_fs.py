@@ -8,12 +8,12 @@ mounted; SIGTERM unmounts and exits."""
 from __future__ import annotations
 
 import errno
-import signal
 import stat
 import sys
 
 import pyfuse3
-import trio
+
+from mokkafs.testing import serve_bare
 
 ROOT = pyfuse3.ROOT_INODE
 FILES = {b"a": ROOT + 1, b"b": ROOT + 2}
@@ -59,21 +59,8 @@ class NoOpen(pyfuse3.Operations):
                 return
 
 
-async def serve() -> None:
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(pyfuse3.main)
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            print("serving", flush=True)
-            async for _ in signals:
-                nursery.cancel_scope.cancel()
-
-
 def main() -> None:
-    pyfuse3.init(NoOpen(), sys.argv[1], set(pyfuse3.default_options) | {"ro", "fsname=no-open"})
-    try:
-        trio.run(serve)
-    finally:
-        pyfuse3.close(unmount=True)
+    serve_bare(NoOpen(), sys.argv[1], "no-open")
 
 
 if __name__ == "__main__":
