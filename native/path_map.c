@@ -49,6 +49,27 @@ int mokkafs_redirected(const char *path) {
     return 0;
 }
 
+/* Drop the last component of the absolute path out[0..*len) ("/" stays "/"). */
+static void pop_component(char *out, size_t *len) {
+    while (*len > 1 && out[*len - 1] != '/')
+        (*len)--;
+    if (*len > 1)
+        (*len)--;
+    out[*len] = '\0';
+}
+
+/* Append the component p[0..n) to the absolute path out[0..*len); -1 if it does not fit. */
+static int push_component(char *out, size_t *len, size_t size, const char *p, size_t n) {
+    if (*len + 1 + n + 1 > size)
+        return -1;
+    if (*len > 1)
+        out[(*len)++] = '/';
+    memcpy(out + *len, p, n);
+    *len += n;
+    out[*len] = '\0';
+    return 0;
+}
+
 int mokkafs_join(const char *dir, const char *rel, char *out, size_t size) {
     size_t len = strlen(dir);
     if (len + 1 + strlen(rel) + 1 > size)
@@ -63,17 +84,9 @@ int mokkafs_join(const char *dir, const char *rel, char *out, size_t size) {
         if (n == 0 || (n == 1 && p[0] == '.')) {
             /* nothing */
         } else if (n == 2 && p[0] == '.' && p[1] == '.') {
-            while (len > 1 && out[len - 1] != '/')
-                len--;
-            if (len > 1)
-                len--;
-            out[len] = '\0';
-        } else {
-            if (len > 1)
-                out[len++] = '/';
-            memcpy(out + len, p, n);
-            len += n;
-            out[len] = '\0';
+            pop_component(out, &len);
+        } else if (push_component(out, &len, size, p, n) != 0) {
+            return -1;
         }
         p += n;
         if (*p == '/')
@@ -107,19 +120,10 @@ int mokkafs_fold(const char *path, char *out, size_t size,
         if (n == 2 && p[0] == '.' && p[1] == '.') {
             if (len > 1 && physical(out, size, ctx) == 0)
                 len = strlen(out);
-            while (len > 1 && out[len - 1] != '/')
-                len--;
-            if (len > 1)
-                len--;
-            out[len] = '\0';
-        } else if (n > 0 && !(n == 1 && p[0] == '.')) {
-            if (len + 1 + n + 1 > size)
-                return -1;
-            if (len > 1)
-                out[len++] = '/';
-            memcpy(out + len, p, n);
-            len += n;
-            out[len] = '\0';
+            pop_component(out, &len);
+        } else if (n > 0 && !(n == 1 && p[0] == '.') &&
+                   push_component(out, &len, size, p, n) != 0) {
+            return -1;
         }
         p += n;
     }
