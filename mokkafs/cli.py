@@ -143,7 +143,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="also make the NVIDIA driver's device nodes (/dev/nvidia*) in the "
                             "node's own /dev while serving; removed at stop")
     mount.add_argument("--host-dev-root", type=Path, default=Path("/dev"),
-                       help=argparse.SUPPRESS)  # tests: a directory standing for /dev
+                       help="where --host-dev finds the node's /dev (default /dev; in a pod, "
+                            "the node's /dev mounted elsewhere)")
     mount.add_argument("mountpoint", type=Path)
 
     clean = sub.add_parser("cleanup", help="undo what a daemon that was killed left, as its "

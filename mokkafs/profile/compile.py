@@ -349,6 +349,7 @@ def _functions(profile: Profile, endpoints: dict[Bdf, _Endpoint], placement: dic
     then the BARs and the windows its bridges forward, then the function itself."""
     topo = profile.pcie_topology or PcieTopology()
     rp_id, sw_id = topo.root_port, topo.switch
+    rp_of = {str(rc.id): rc.root_port for rc in topo.root_complexes if rc.root_port}
     chains = {bdf: layout.ancestors(bdf) for bdf in endpoints}  # the bridges above each
     below: dict[Bdf, list[Bdf]] = {}  # bridge -> the endpoints below it
     for bdf, chain in chains.items():
@@ -394,7 +395,7 @@ def _functions(profile: Profile, endpoints: dict[Bdf, _Endpoint], placement: dic
                             first.current_gen, first.current_width)
         elif facing:  # an empty slot: the link is down (2.5 GT/s, no lanes)
             link = PcieLink(gen, 16, 1, 0)
-        ids = rp_id if spec.port == "root" else sw_id
+        ids = rp_of.get(str(spec.root), rp_id) if spec.port == "root" else sw_id
         memory, prefetchable = windows.get(bdf, (None, None))
         out.append(PciFunction(
             bdf=str(bdf), root=str(spec.root), path=paths[bdf],

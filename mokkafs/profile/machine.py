@@ -16,7 +16,12 @@ from mokkafs.state import Cache, Cpu, CpuModel, Machine, NumaNode
 
 GIB_KIB = 1 << 20
 LOCAL, REMOTE = 10, 21  # the SLIT's own-node distance; the default between packages
-GPU_NODE_STRIDE = 8  # NUMA ids the NVIDIA driver keeps per Grace GPU (one per MIG slice)
+# A Grace GPU's memory is a block of NUMA nodes: the first holds the HBM, the other seven are
+# empty (firmware's proximity domains for MIG), and all are online. Within a block the SLIT
+# says 11, from one block to another 40. Source: a published GB300 compute tray's
+# `numactl -H` (34 nodes: 0-1 the Graces, 2/10/18/26 the HBM, the rest 0 MB).
+GPU_NODE_STRIDE = 8
+GPU_BLOCK_DISTANCE, GPU_PEER_DISTANCE = 11, 40
 
 # What a profile's architecture runs when the profile does not say: DGX H100/H200/B200's
 # Xeon Platinum 8480C (DGX H100 User Guide, "Hardware overview"), Sapphire Rapids' caches;
@@ -101,7 +106,7 @@ def build(section: MachineSection | None, arch: str, nodes: Mapping[int, tuple[i
           threads: int, gpus: Sequence[tuple[str, int]]) -> Machine:
     """The Machine: CPU nodes ``nodes`` (id -> CPUs) of ``threads`` threads a core and, when
     ``section`` asks, a memory node per GPU of ``gpus`` ((bdf, its package's node), in GPU
-    index order)."""
+    index order), each the first of a block of ``GPU_NODE_STRIDE`` nodes."""
     nr_cpus = sum(len(cpus) for cpus in nodes.values())
     memory = (section.memory_per_socket_gib if section else 512) * GIB_KIB
     remote = section.remote_distance if section else REMOTE
@@ -110,8 +115,9 @@ def build(section: MachineSection | None, arch: str, nodes: Mapping[int, tuple[i
         (nid, nodes[nid], memory, None, nid) for nid in ids]  # (.., the package's node)
     if section is not None and section.gpu_memory_nodes:
         base = max(ids) + 1
-        rows += [(base + GPU_NODE_STRIDE * i, (), section.gpu_memory_gib * GIB_KIB, bdf, home)
-                 for i, (bdf, home) in enumerate(gpus)]
+        rows += [(base + GPU_NODE_STRIDE * i + k, (),
+                  0 if k else section.gpu_memory_gib * GIB_KIB, bdf, home)
+                 for i, (bdf, home) in enumerate(gpus) for k in range(GPU_NODE_STRIDE)]
 
     def distance(a: tuple[object, ...], b: tuple[object, ...]) -> int:
         if a[0] == b[0]:
@@ -119,6 +125,8 @@ def build(section: MachineSection | None, arch: str, nodes: Mapping[int, tuple[i
         if a[3] is None and b[3] is None:
             return remote
         assert section is not None
+        if a[3] is not None and b[3] is not None:
+            return GPU_BLOCK_DISTANCE if a[3] == b[3] else GPU_PEER_DISTANCE
         return section.gpu_distance if a[4] == b[4] else section.gpu_remote_distance
 
     numa = tuple(NumaNode(row[0], row[1], row[2], tuple(distance(row, o) for o in rows), row[3])

@@ -3,8 +3,9 @@
 
 Like ``cpu/``, the directory is the profile's whole. A node of GPU memory (Grace) has memory
 and no CPUs, and is not in ``has_normal_memory`` (the driver onlines it as movable memory).
-``possible`` covers every id the driver may online (``GPU_NODE_STRIDE`` a GPU); only the
-online ones have a directory, as the kernel registers them. Memory figures are fixed: a
+A Grace GPU's block of nodes is online whole: the first holds its memory, the other seven
+are empty, as a GB300 tray's firmware lays them out (profile/machine.py). ``possible`` is
+what is online. Memory figures are fixed: a
 reader sees the node as just booted (95 % free), and ``numastat`` counts nothing.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mokkafs.profile.machine import GPU_NODE_STRIDE
 from mokkafs.state import Machine, NumaNode, State
 from mokkafs.surfaces.cpu import CPU, NODE
 from mokkafs.surfaces.pci import cpulist, cpumask
@@ -75,9 +75,7 @@ def nodes(state: State) -> Iterator[Node]:
         return
     yield Dir(NODE)
     ids = tuple(n.id for n in m.nodes)
-    gpu = any(n.gpu for n in m.nodes)
-    last = max(ids) + (GPU_NODE_STRIDE if gpu else 1)
-    yield text(f"{NODE}/possible", cpulist(tuple(range(last))))
+    yield text(f"{NODE}/possible", cpulist(ids))
     yield text(f"{NODE}/online", cpulist(ids))
     yield text(f"{NODE}/has_cpu", cpulist(tuple(n.id for n in m.nodes if n.cpus)))
     yield text(f"{NODE}/has_memory", cpulist(tuple(n.id for n in m.nodes if n.memory_kib)))

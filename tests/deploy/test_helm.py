@@ -117,6 +117,18 @@ def test_infiniband_off() -> None:
     assert "--no-infiniband" in container(docs)["args"]
 
 
+def test_host_dev_makes_the_nodes_in_the_nodes_own_dev() -> None:
+    assert "--host-dev" not in container(render({}))["args"]
+    docs = render({"hostDev": {"enabled": True}})
+    validate_all(docs)
+    c = container(docs)
+    assert {"--host-dev", "--host-dev-root=/host-dev"} <= set(c["args"])
+    mounted = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in docs["DaemonSet"][0]["spec"]["template"]["spec"]["volumes"]}
+    assert mounted["host-dev"] == "/host-dev"
+    assert volumes["host-dev"]["hostPath"] == {"path": "/dev", "type": "Directory"}
+
+
 def test_inline_profile_and_service_monitor() -> None:
     inline = (NVML_MOCK_PROFILES / "t4.yaml").read_text()
     docs = render({"profile": {"inline": inline},

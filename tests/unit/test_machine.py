@@ -34,13 +34,31 @@ def test_dgx_h100_is_two_sockets_of_56_cores_with_smt() -> None:
     assert {(c.package, c.core) for c in m.cpus if c.id in (5, 117)} == {(0, 5)}  # threads
 
 
-def test_grace_gpus_memory_is_a_node_of_its_own() -> None:
+def test_grace_gpus_memory_is_a_block_of_nodes_as_a_gb300_tray_shows() -> None:
     state = state_of("gb200")
-    gpu_nodes = {n.gpu: n.id for n in state.machine.nodes if n.gpu}
-    assert gpu_nodes == {"0008:01:00.0": 2, "0009:01:00.0": 10, "0018:01:00.0": 18,
-                         "0019:01:00.0": 26}
+    m = state.machine
+    hbm = {n.gpu: n.id for n in m.nodes if n.gpu and n.memory_kib}
+    assert hbm == {"0008:01:00.0": 2, "0009:01:00.0": 10, "0018:01:00.0": 18,
+                   "0019:01:00.0": 26}
+    assert [n.id for n in m.nodes] == list(range(34))  # every block online, as numactl -H
+    empty = [n.id for n in m.nodes if not n.memory_kib]
+    assert empty == [i for i in range(2, 34) if i not in hbm.values()]
+    distance = {n.id: dict(zip((x.id for x in m.nodes), n.distance, strict=True))
+                for n in m.nodes}
+    assert distance[2][3] == distance[3][9] == 11 and distance[2][10] == distance[9][26] == 40
+    assert distance[0][2] == 80 and distance[0][18] == 120
     assert state.function("0018:01:00.0").numa_node == 1  # the PCI side names its Grace
     assert state.machine.model.model == 0xD4F and len(state.machine.cpus) == 144
+
+
+@pytest.mark.parametrize("profile", ["gb200", "gb300"])
+def test_grace_root_ports_are_nvidias(profile: str) -> None:
+    state = state_of(profile)
+    ports = {fn.bdf: (fn.vendor, fn.device) for fn in state.functions if fn.kind == "bridge"
+             and fn.parent is None}
+    assert ports["0008:00:00.0"] == ports["0019:00:00.0"] == (0x10DE, 0x22B1)  # C2C, to a GPU
+    assert ports["0000:00:00.0"] == ports["0012:00:00.0"] == (0x10DE, 0x22B2)
+    assert len(ports) == 8
 
 
 def _compile(tmp_path: Path, text: str) -> None:
