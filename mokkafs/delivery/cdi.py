@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mokkafs.delivery.reattach import PROPAGATED
 from mokkafs.delivery.records import RECORDS
-from mokkafs.delivery.repair import PROPAGATED
 from mokkafs.delivery.specdir import SpecDir, SpecRef, digest
 from mokkafs.errors import CdiError, MountError, UsageError
 from mokkafs.host.mountinfo import FSTYPE, mounted_at
@@ -85,7 +85,7 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         raise UsageError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
     mnt = os.path.abspath(mountpoint)
     # The mountpoint's parent, held with slave propagation: a restarted daemon's new mount
-    # appears there inside running containers (mokkafs.delivery.repair re-binds the kernel paths).
+    # appears there inside running containers (mokkafs.delivery.reattach re-binds the kernel paths).
     # Every bind is read-only all the way down ("rro": runc >= 1.1, crun), so no mount below
     # one can be written through it. The parent is the daemon's read-only tmpfs, holding
     # nothing but the mount (mokkafs.delivery.share).
@@ -99,7 +99,7 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
                 "args": ["mokkafs-hook", "bind", *pairs]}
 
     # The container's mount table, recorded once it runs and forgotten when it ends: what a
-    # restarted daemon re-makes over the view (mokkafs.delivery.repair, RECORDS).
+    # restarted daemon re-makes over the view (mokkafs.delivery.reattach, RECORDS).
     records = [{"hookName": "poststart", "path": hook or hook_path(),
                 "args": ["mokkafs-hook", "record", str(RECORDS)]},
                {"hookName": "poststop", "path": hook or hook_path(),
