@@ -35,7 +35,8 @@ import signal
 import pyfuse3
 import trio
 
-from mokkafs.delivery.cdi import Publisher, check_parent
+from mokkafs.delivery.mounts import check_parent
+from mokkafs.delivery.publisher import Publisher
 from mokkafs.delivery.share import ParentShare
 from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.adapter import Operations

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mokkafs.delivery import host_dev
-from mokkafs.delivery.cdi import Publisher
+from mokkafs.delivery.publisher import Publisher
 from mokkafs.serve.owned import Owned
 from mokkafs.state import State
 from mokkafs.surfaces import nvidia_dev

@@ -18,7 +18,7 @@ import pyfuse3
 import trio
 
 from mokkafs.clock import SleepUntil, real_sleep_until
-from mokkafs.delivery.cdi import Publisher
+from mokkafs.delivery.publisher import Publisher
 from mokkafs.delivery.reattach import reattach
 from mokkafs.obs.status import Status
 from mokkafs.serve.config import Config, Wiring

@@ -6,18 +6,14 @@ import argparse
 import json
 from pathlib import Path
 
-from mokkafs.delivery.cdi import (
-    DEFAULT_VERSION,
-    KIND,
-    VERSIONS,
-    build_spec,
+from mokkafs.delivery.cdi import DEFAULT_VERSION, KIND, VERSIONS, build_spec, validate
+from mokkafs.delivery.mounts import (
     check_parent,
     require_serving,
     served_device_nodes,
     serves_machine,
-    validate,
-    write_atomically,
 )
+from mokkafs.delivery.publisher import write_atomically
 from mokkafs.delivery.share import require_share
 
 NAME = "cdi"

@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from mokkafs.delivery.cdi import require_serving
+from mokkafs.delivery.mounts import require_serving
 
 NAME = "preload-env"
 HELP = ("print shell exports that point libc consumers at a serving mount (LD_PRELOAD shim)")
