@@ -30,6 +30,7 @@ from mokkafs.model.pci import (
     GpuInfo,
     PcieLink,
     PciFunction,
+    PciIdentity,
     PortType,
     RootComplex,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "Machine",
     "NumaNode",
     "PciFunction",
+    "PciIdentity",
     "PcieLink",
     "Platform",
     "PortType",

@@ -67,15 +67,10 @@ class GpuInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class PciFunction:
-    """One simulated PCI function (GPU, NVSwitch, IB HCA, or a bridge above them) as the
-    kernel would expose it. ``path`` is its directory below the mount root
-    (``sys/devices/pciDDDD:BB/<bridges>/<bdf>``); ``parent`` the bridge it sits below."""
+class PciIdentity:
+    """What a PCI function says it is, wherever it sits: its kind, its ids and class, and the
+    driver bound to it."""
 
-    bdf: str
-    root: str
-    path: str
-    parent: str | None
     kind: DeviceKind
     vendor: int
     device: int
@@ -84,6 +79,18 @@ class PciFunction:
     class_code: int
     revision: int
     driver: str
+
+
+@dataclass(frozen=True, slots=True)
+class PciFunction(PciIdentity):
+    """One simulated PCI function (GPU, NVSwitch, IB HCA, or a bridge above them) as the
+    kernel would expose it. ``path`` is its directory below the mount root
+    (``sys/devices/pciDDDD:BB/<bridges>/<bdf>``); ``parent`` the bridge it sits below."""
+
+    bdf: str
+    root: str
+    path: str
+    parent: str | None
     irq: int
     numa_node: int
     cpus: tuple[int, ...]

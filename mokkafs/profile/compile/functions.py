@@ -3,13 +3,16 @@ its BARs and windows, its IRQ and IOMMU group, and the function itself."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+from typing import Any
+
 from mokkafs.profile import topology
 from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.compile.endpoints import Endpoint
 from mokkafs.profile.compile.links import bridge_link
 from mokkafs.profile.compile.windows import allocate, bridge_windows
 from mokkafs.profile.schema import PcieTopology, Profile
-from mokkafs.state import Bridge, PciFunction, RootComplex
+from mokkafs.state import Bridge, PciFunction, PciIdentity, RootComplex
 
 CLASS_BRIDGE_PCI = 0x060400
 FIRST_IRQ = 32  # legacy INTx lines as a BIOS routes them: distinct, stable, in address order
@@ -47,12 +50,10 @@ def pci_functions(profile: Profile, endpoints: dict[Bdf, Endpoint], placement: d
             rc = roots[str(placement[bdf])]
             parent = layout.parent.get(bdf)
             out.append(PciFunction(
+                **_fields(e.identity),
                 bdf=str(bdf), root=str(placement[bdf]), path=paths[bdf],
-                parent=None if parent is None else str(parent), kind=e.kind,
-                vendor=e.vendor, device=e.device, subsystem_vendor=e.subsystem_vendor,
-                subsystem_device=e.subsystem_device, class_code=e.class_code,
-                revision=e.revision, driver=e.driver, numa_node=rc.numa_node, cpus=rc.cpus,
-                irq=irq, link=e.link, bars=bars[bdf], iommu_group=group,
+                parent=None if parent is None else str(parent), numa_node=rc.numa_node,
+                cpus=rc.cpus, irq=irq, link=e.link, bars=bars[bdf], iommu_group=group,
                 gpu=e.gpu.info(node_name) if e.gpu else None))
             continue
         rc = roots[str(spec.root)]
@@ -70,3 +71,7 @@ def pci_functions(profile: Profile, endpoints: dict[Bdf, Endpoint], placement: d
             bridge=Bridge(spec.port, spec.secondary, spec.subordinate, spec.port_number,
                           memory, prefetchable, occupied=bool(slot) or not facing)))
     return tuple(out)
+
+
+def _fields(identity: PciIdentity) -> dict[str, Any]:
+    return {f.name: getattr(identity, f.name) for f in fields(PciIdentity)}

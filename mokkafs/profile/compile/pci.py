@@ -70,7 +70,7 @@ def pci_side(profile: Profile, filename: str, node_name: str, ib_served: bool,
 
     endpoints = identities(gpus, switches, placed, ib)
     category: dict[Bdf, topology.Category] = {
-        b: "nvswitch" if e.kind == "nvswitch" else "other" for b, e in endpoints.items()}
+        b: "nvswitch" if e.identity.kind == "nvswitch" else "other" for b, e in endpoints.items()}
     category.update((b, "other") for b in absent)
     topo = profile.pcie_topology or PcieTopology()
     layout = topology.layout(found, {b: placement[b] for b in [*endpoints, *absent]}, category,
