@@ -62,7 +62,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                        help="also make the NVIDIA driver's device nodes (/dev/nvidia*) in the "
                             "node's own /dev while serving; removed at stop")
     mount.add_argument("--host-dev-root", type=Path, default=Path("/dev"),
-                       help=argparse.SUPPRESS)  # tests: a directory standing for /dev
+                       help="where --host-dev finds the node's /dev (default /dev; in a pod, "
+                            "the node's /dev mounted elsewhere)")
     mount.add_argument("mountpoint", type=Path)
 
 

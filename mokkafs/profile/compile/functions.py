@@ -25,6 +25,7 @@ def pci_functions(profile: Profile, endpoints: dict[Bdf, Endpoint], placement: d
     then the BARs and the windows its bridges forward, then the function itself."""
     topo = profile.pcie_topology or PcieTopology()
     rp_id, sw_id = topo.root_port, topo.switch
+    rp_of = {str(rc.id): rc.root_port for rc in topo.root_complexes if rc.root_port}
     chains = {bdf: layout.ancestors(bdf) for bdf in endpoints}  # the bridges above each
     below: dict[Bdf, list[Bdf]] = {}  # bridge -> the endpoints below it
     for bdf, chain in chains.items():
@@ -58,7 +59,7 @@ def pci_functions(profile: Profile, endpoints: dict[Bdf, Endpoint], placement: d
             continue
         rc = roots[str(spec.root)]
         link, slot, facing = bridge_link(spec, below.get(bdf, []), endpoints)
-        ids = rp_id if spec.port == "root" else sw_id
+        ids = rp_of.get(str(spec.root), rp_id) if spec.port == "root" else sw_id
         memory, prefetchable = windows.get(bdf, (None, None))
         out.append(PciFunction(
             bdf=str(bdf), root=str(spec.root), path=paths[bdf],

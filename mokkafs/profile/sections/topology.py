@@ -31,6 +31,8 @@ class RootComplex(OpenSection):
     # mokkafs: the switches below this root; [] for none (every endpoint on a root port of
     # its own, as PCIe cards sit); absent: derived from the endpoints' bus numbers
     switches: list[Switch] | None = Field(default=None, max_length=32)
+    # mokkafs: what this root's ports are, where they differ from pcie_topology.root_port
+    root_port: PciId | None = None
 
 
 class PciId(ClosedSection):
