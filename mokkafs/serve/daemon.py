@@ -53,7 +53,7 @@ from mokkafs.serve.control import check_apart, check_place
 from mokkafs.serve.durable import StateFile, restore_at_start
 from mokkafs.serve.owned import Owned, fuse_mount_id
 from mokkafs.serve.process import settle_heap
-from mokkafs.serve.publish import host_dev_nodes, publisher_of
+from mokkafs.serve.publish import host_dev_nodes, publish_to
 from mokkafs.serve.running import Running
 from mokkafs.serve.swap import Swapper
 from mokkafs.surfaces import build_tree
@@ -121,7 +121,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         ops = Operations(view, mode, metrics.observe_request)
         # From before the mount exists until after it is gone, stop signals and SIGHUP are
         # taken by this receiver, never by their default action (a death that leaves a dead
-        # mount behind): one that comes while mounting waits in it for ``_signals``, and one
+        # mount behind): one that comes while mounting waits in it for ``Running._signals``, and one
         # that comes while unmounting (a supervisor's second SIGTERM) is taken and dropped.
         signals = stack.enter_context(trio.open_signal_receiver(*STOP_SIGNALS, signal.SIGHUP))
         if publisher is not None:
@@ -142,7 +142,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         running = Running(config, wiring, status, publisher, Swapper(
             holder, profile, counts, build=build, invalidator=invalidator, status=status,
             metrics=metrics, clock=wiring.clock, shown_at=now, book=book, state=state,
-            publish=publisher_of(publisher, host_sync),
+            publish=publish_to(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)

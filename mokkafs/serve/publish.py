@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def host_dev_nodes(stack: contextlib.AsyncExitStack, root: Path, state: State,
-              owned: Owned) -> Callable[[State], None]:
+                   owned: Owned) -> Callable[[State], None]:
     """Make the NVIDIA driver's nodes in the host's /dev (``--host-dev``), and have the stack
     remove them at stop; the record names each from before it exists. Returns what keeps
     them in step with each new view."""
@@ -42,8 +42,8 @@ def host_dev_nodes(stack: contextlib.AsyncExitStack, root: Path, state: State,
     return sync
 
 
-def publisher_of(publisher: Publisher | None, host_sync: Callable[[State], None] | None,
-             ) -> Callable[[State], None] | None:
+def publish_to(publisher: Publisher | None, host_sync: Callable[[State], None] | None,
+               ) -> Callable[[State], None] | None:
     """What each swap's new view is handed on to: the CDI spec, the --host-dev nodes."""
     if publisher is None and host_sync is None:
         return None
