@@ -150,5 +150,3 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure
-
-

@@ -116,4 +116,3 @@ class FaultScheduler(Generic[Prepared]):
             nursery.start_soon(reached)
             nursery.start_soon(interrupted)
         return not changed.is_set()
-
