@@ -18,6 +18,9 @@ Devices of kind ``mokkafs.io/node``:
   only while the view serves the machine;
 - ``nvidia``: the NVIDIA driver's nodes only (/dev/nvidia*, /dev/nvidia-caps/*);
 - ``infiniband``: the /dev/infiniband nodes only.
+
+A daemon publishes its spec through ``mokkafs.delivery.publisher``; ``mokkafs.delivery.mounts``
+checks a serving mount before a spec hands it to containers.
 """
 
 from __future__ import annotations
@@ -25,17 +28,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import stat
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from mokkafs.delivery.reattach import PROPAGATED
 from mokkafs.delivery.records import RECORDS
-from mokkafs.delivery.repair import PROPAGATED
-from mokkafs.delivery.specdir import SpecDir, SpecRef, digest
-from mokkafs.errors import CdiError, MountError, UsageError
-from mokkafs.host.mountinfo import FSTYPE, mounted_at
+from mokkafs.errors import CdiError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +83,7 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         raise UsageError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
     mnt = os.path.abspath(mountpoint)
     # The mountpoint's parent, held with slave propagation: a restarted daemon's new mount
-    # appears there inside running containers (mokkafs.delivery.repair re-binds the kernel paths).
+    # appears there inside running containers (mokkafs.delivery.reattach re-binds the kernel paths).
     # Every bind is read-only all the way down ("rro": runc >= 1.1, crun), so no mount below
     # one can be written through it. The parent is the daemon's read-only tmpfs, holding
     # nothing but the mount (mokkafs.delivery.share).
@@ -99,7 +97,7 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
                 "args": ["mokkafs-hook", "bind", *pairs]}
 
     # The container's mount table, recorded once it runs and forgotten when it ends: what a
-    # restarted daemon re-makes over the view (mokkafs.delivery.repair, RECORDS).
+    # restarted daemon re-makes over the view (mokkafs.delivery.reattach, RECORDS).
     records = [{"hookName": "poststart", "path": hook or hook_path(),
                 "args": ["mokkafs-hook", "record", str(RECORDS)]},
                {"hookName": "poststop", "path": hook or hook_path(),
@@ -161,148 +159,3 @@ def validate(spec: dict[str, Any], schema: Path = SCHEMA) -> None:
     if errors:
         raise CdiError("CDI spec does not match the schema: " + "; ".join(
             f"{'/'.join(map(str, e.path))}: {e.message}" for e in errors))
-
-
-def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
-    """The character devices a serving mount describes: its ``dev/``, walked (the RDMA and
-    NVIDIA nodes; ``mokkafs.surfaces.dev`` lists the same for the daemon's own spec)."""
-    nodes: list[DeviceNode] = []
-    base = mountpoint / "dev"
-    for top, dirs, files in os.walk(base):
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(top, name)
-            st = os.lstat(path)
-            if stat.S_ISCHR(st.st_mode):
-                nodes.append(("/" + os.path.relpath(path, mountpoint), os.major(st.st_rdev),
-                              os.minor(st.st_rdev)))
-    return nodes
-
-
-def serves_machine(mountpoint: Path) -> bool:
-    """Whether a serving mount serves the machine's /proc files (``PROC_MACHINE``)."""
-    return all((mountpoint / "proc" / name).is_file() for name in PROC_MACHINE)
-
-
-def require_serving(mountpoint: Path) -> None:
-    """Raise unless a mokkafs mount serves at ``mountpoint``."""
-    stack = mounted_at(os.path.abspath(mountpoint))
-    if not stack or stack[-1].fstype != FSTYPE:
-        raise MountError(f"{mountpoint} is not a mokkafs mount; start `mokkafs mount` first")
-    try:
-        (mountpoint / "proc/devices").read_bytes()
-    except OSError as exc:
-        raise MountError(f"{mountpoint} does not serve ({exc.strerror})") from None
-
-
-def write_atomically(spec: dict[str, Any], path: Path) -> None:
-    """Write the spec next to its final name and rename it into place: a runtime scanning
-    the CDI directory sees the old spec or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mokkafs-", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(spec, f, indent=2)
-        f.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
-def check_parent(mountpoint: Path) -> Path:
-    """The mountpoint's parent, which every container given the spec holds (for restart
-    survival): it must hold nothing but the mountpoint, belong to root and be writable by root
-    alone, or a container would see (and through sockets reach) whatever else is there. It is
-    created, mode 0700, when missing. Raises ``CdiError`` naming the fix."""
-    mnt = Path(os.path.abspath(mountpoint))
-    parent = mnt.parent
-    if parent == mnt or parent == Path("/"):
-        raise CdiError(f"{mnt}: with --cdi-dir the mountpoint needs a parent directory of its "
-                       "own, e.g. /run/mokkafs/node")
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = parent.stat()
-    others = sorted(set(os.listdir(parent)) - {mnt.name})
-    if others or st.st_uid != 0 or st.st_mode & 0o022:
-        what = (f"it also holds {', '.join(others[:5])}" if others else
-                f"it is owned by uid {st.st_uid}" if st.st_uid != 0 else
-                f"it is writable by others (mode {st.st_mode & 0o777:o})")
-        raise CdiError(f"{parent} cannot be given to containers: {what}. Every container "
-                       f"given the spec sees this directory; mount at a path whose parent "
-                       f"holds nothing else, e.g. {parent}/mokkafs/{mnt.name} (created 0700)")
-    return parent
-
-
-class Publisher:
-    """Keeps ``<cdi_dir>/<kind>.json`` in step with a serving mount, touching only what it
-    wrote: ``record`` is told (before and after each write) what the spec may hold, so that
-    a cleanup after a crash can tell the daemon's spec from anybody else's."""
-
-    def __init__(self, cdi_dir: Path, mountpoint: Path, version: str = DEFAULT_VERSION,
-                 kind: str = KIND, hook: str | None = None,
-                 record: Callable[[SpecRef | None], None] = lambda ref: None) -> None:
-        self.path = Path(os.path.abspath(cdi_dir)) / spec_file_name(kind)
-        self.mountpoint = mountpoint
-        self.version = version
-        self.kind = kind
-        self.hook = hook or hook_path()
-        self.record = record
-        self.dir: SpecDir | None = None
-        self.sha256: str | None = None  # what the spec holds, as this daemon wrote it
-        self.published = False
-        self.closed = False  # retracted for good: the mount is going
-
-    def prepare(self, left: SpecRef | None = None) -> None:
-        """Before mounting: hold the CDI directory, remove the spec a killed predecessor left
-        (``left``, from its record), and refuse a file at the spec's name that is not this
-        daemon's. Raises ``CdiError``."""
-        self.dir = SpecDir.open(self.path)
-        if left is not None and Path(left.path) == self.path and left.dir == self.dir.identity \
-                and self.dir.remove_if(left.sha256):
-            log.warning("removed %s, a CDI spec left by a daemon that did not stop cleanly",
-                        self.path)
-        if self.dir.current() is not None:
-            self.dir.close()
-            raise CdiError(f"{self.path} exists and is not a spec this daemon's record says "
-                           "it wrote; mokkafs replaces only its own: remove it if it is a "
-                           "stale mokkafs spec, or choose another --cdi-kind")
-
-    def publish(self, nodes: list[DeviceNode], machine: bool = True) -> None:
-        """Write the spec (unless retracted for good) of a view with the character devices
-        ``nodes``, serving the machine if ``machine``. Raises ``CdiError``."""
-        if self.closed or self.dir is None:
-            return
-        spec = build_spec(self.mountpoint, nodes, self.version, self.hook, self.kind, machine)
-        validate(spec)
-        data = (json.dumps(spec, indent=2) + "\n").encode()
-        held = self.dir
-        what = f"cannot write the CDI spec {self.path}"
-        held.check_path(what)
-        if held.current() not in (None, self.sha256):
-            raise CdiError(f"{what}: a file mokkafs did not write took its place; it is left "
-                           "as it is")
-        new = digest(data)
-        self.record(SpecRef(str(self.path), held.identity,
-                            tuple(h for h in (self.sha256, new) if h)))
-        try:
-            held.write(data)
-        except OSError as exc:
-            raise CdiError(f"{what}: {exc.strerror}") from None
-        self.sha256 = new
-        self.record(SpecRef(str(self.path), held.identity, (new,)))
-        self.published = True
-        log.info("published CDI spec %s (kind %s)", self.path, self.kind)
-
-    def retract(self) -> None:
-        """Remove the spec this publisher wrote, for good, from the directory it wrote it to
-        (never raises: it runs at shutdown)."""
-        self.closed = True
-        held, self.dir = self.dir, None
-        if held is None:
-            return
-        try:
-            if self.published and self.sha256 and held.remove_if((self.sha256,)):
-                log.info("retracted CDI spec %s", self.path)
-            self.record(None)
-        except OSError as exc:
-            log.error("could not retract CDI spec %s: %s", self.path, exc)
-        finally:
-            held.close()
-            self.published = False

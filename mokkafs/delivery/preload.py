@@ -34,14 +34,14 @@ PACKAGE = Path(__file__).resolve().parents[1]  # where pip builds the shim
 # so a path moves in one place.
 REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
     pci.BUS_PCI,
-    *(f"{infiniband.CLASS}/{name}" for name in ("infiniband", "infiniband_verbs",
-                                                 "infiniband_mad")),
-    pci_bus.CLASS,
+    *(f"{infiniband.SYS_CLASS}/{name}" for name in ("infiniband", "infiniband_verbs",
+                                                     "infiniband_mad")),
+    pci_bus.PCI_BUS_CLASS,
     iommu.GROUPS,
     dmi.DEVICE.rpartition("/")[0],  # the dmi device, whose id/ holds the attributes
-    dmi.CLASS,
+    dmi.DMI_CLASS,
     rdma_cm.DEVICE,
-    f"{rdma_cm.CLASS}/rdma_cm",
+    f"{rdma_cm.MISC_CLASS}/rdma_cm",
     *(f"{modules.MODULES}/{name}" for name in modules.NAMES),
     proc_devices.PATH,
     proc_driver_nvidia.DRIVER,

@@ -9,7 +9,7 @@ native/mokkafs_hook.c) copies each container's table, and its poststop hook remo
 
 A record is ``RECORDS/<container id>``: a line ``mnt:<mount namespace inode>``, then the
 container's ``/proc/<pid>/mountinfo`` (the hook writes it; ``rewrite`` writes the same after a
-repair, whose new mounts the next repair must find).
+re-attach, whose new mounts the next re-attach must find).
 """
 
 from __future__ import annotations

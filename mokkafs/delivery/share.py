@@ -2,7 +2,7 @@
 daemon's own, mounted over the mountpoint's parent, holding nothing but the mountpoint.
 
 Containers hold the mountpoint's parent at ``PROPAGATED`` with slave propagation, so a
-restarted daemon's new mount reaches them (mokkafs.delivery.repair). What they are given is
+restarted daemon's new mount reaches them (mokkafs.delivery.reattach). What they are given is
 not the parent directory itself (where root could write a file later, and every running
 container would see it) but this tmpfs (``ParentShare``): the daemon makes it, makes the
 mountpoint in it, remounts it read-only (nothing can be created in it any more, by anyone)
@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from mokkafs.delivery.repair import holders
+from mokkafs.delivery.reattach import holders
 from mokkafs.errors import CdiError
 from mokkafs.host import linux
 from mokkafs.host.mountinfo import MountEntry, mounted_at

@@ -24,10 +24,10 @@ import abc
 import errno
 import logging
 import os
-from collections.abc import Awaitable, Callable
 
 import pyfuse3
 
+from mokkafs.clock import SleepUntil
 from mokkafs.fuse import attrs
 from mokkafs.fuse.cache_mode import CacheMode
 from mokkafs.fuse.handles import FileHandle, Handles
@@ -100,7 +100,7 @@ class Serving(abc.ABC):
         """The kernel dropped ``inode``."""
 
     async def background(  # noqa: B027  (most modes run nothing)
-            self, sleep_until: Callable[[float], Awaitable[None]]) -> None:
+            self, sleep_until: SleepUntil) -> None:
         """What the mode runs beside the FUSE loop, until cancelled."""
 
     @abc.abstractmethod
@@ -272,7 +272,7 @@ class NoOpen(Serving):
         self.snapshots.forget(inode)  # the kernel dropped it: so can its snapshot
         self.told.pop(inode, None)
 
-    async def background(self, sleep_until: Callable[[float], Awaitable[None]]) -> None:
+    async def background(self, sleep_until: SleepUntil) -> None:
         """Rounds run ahead of readers of hot units (``Rounds.run``)."""
         if self.rounds is not None:
             view = self.view

@@ -46,10 +46,11 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import trio
 
+from mokkafs.clock import SleepUntil
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.snapshots import Snapshots
 from mokkafs.tree.build import Entry, Inode, Tree
@@ -159,7 +160,7 @@ class Rounds:
             finished.set()
 
     async def run(self, current: Callable[[], Tree], clock: Callable[[], float],
-                  sleep_until: Callable[[float], Awaitable[None]]) -> None:
+                  sleep_until: SleepUntil) -> None:
         """Keep hot units fresh: at the start of each step, one round for every hot unit whose
         entry lasts past it and whose step nobody's asking refreshed yet (at once, if a step
         passed while the last round ran). Waits on an event while nothing is hot. A round

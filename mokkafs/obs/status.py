@@ -9,15 +9,16 @@ from typing import Protocol
 
 
 class Followable(Protocol):
-    """A source, as far as health goes: can it still see changes of its input?"""
+    """A source, as far as health goes: can it still see changes of its input?
+    (``mokkafs.source.Source`` is one.)"""
 
-    following: bool
-    follow_error: str | None
+    following: bool  # False when the source can no longer see changes of its input
+    follow_error: str | None  # why, when it cannot
     reads: int  # times it read its input
 
     @property
     def compile_pid(self) -> int | None:
-        """The process that compiles its changes, when not this one."""
+        """The process that compiles its changes, when it is not this one."""
         ...
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile.compile import Options, compile_profile
+from mokkafs.profile.compile import Options, PciCache, compile_profile
 from mokkafs.profile.load import parse
 from mokkafs.state import State
 
@@ -133,9 +133,11 @@ def load_state(path: Path, options: Options) -> State:
     return compile_text(read_text(path), str(path), options)
 
 
-def compile_text(text: str, filename: str, options: Options) -> State:
-    """Compile a profile's text (read from ``filename``). Raises ``ProfileError``."""
+def compile_text(text: str, filename: str, options: Options,
+                 cache: PciCache | None = None) -> State:
+    """Compile a profile's text (read from ``filename``), reusing what ``cache`` keeps of the
+    compile before. Raises ``ProfileError``."""
     profile, lines = parse(text, filename)
     if options.node_index is None and profile.node.index is not None:
         options = Options(**{**options.__dict__, "node_index": profile.node.index})
-    return compile_profile(profile, lines, filename, options)
+    return compile_profile(profile, lines, filename, options, cache)

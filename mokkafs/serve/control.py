@@ -38,6 +38,7 @@ from mokkafs.errors import (
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.schedule import remaining
 from mokkafs.profile.load import parse_as
+from mokkafs.profile.resolve import MAX_PROFILE_BYTES
 from mokkafs.profile.schema import FaultFile
 from mokkafs.serve.swap import Swapper
 from mokkafs.state import State
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 4
 REQUEST_TIMEOUT = 10.0
-MAX_REQUEST = (1 << 20) + 4096  # a fault file is bounded like a profile
+MAX_REQUEST = MAX_PROFILE_BYTES + 4096  # a fault file is bounded like a profile
 
 
 def check_apart(path: Path, mountpoint: Path, flag: str = "--control") -> None:

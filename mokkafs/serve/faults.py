@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 import trio
 
+from mokkafs.clock import Clock, SleepUntil
 from mokkafs.errors import internal_error
 from mokkafs.faults.schedule import next_change
-
-if TYPE_CHECKING:
-    from mokkafs.serve.swap import Swapper
+from mokkafs.obs.status import Status
+from mokkafs.state import State
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +29,33 @@ LEAD = 0.5  # seconds before a transition its view is built
 MIN_GAP = 0.1  # seconds between two transitions at least: 10 views a second at most
 
 
+Prepared = TypeVar("Prepared")  # a view built ahead of its time, as ``Views`` makes it
+
+
+class Views(Protocol[Prepared]):
+    """What the scheduler needs of the one that serves the view (``serve.swap.Swapper``):
+    the State served and since when, the install count and an event for the next one, and
+    building and installing the view of a time."""
+
+    state: State  # with its faults
+    shown_at: float  # the time the view shows
+    version: int  # grows with every install
+    changed: trio.Event  # set (and replaced) at every install
+    status: Status
+
+    async def prepare(self, when: float) -> Prepared | None: ...
+
+    async def transition(self, prepared: Prepared | None, when: float,
+                         version: int) -> object | None: ...
+
+
 @dataclass
-class FaultScheduler:
+class FaultScheduler(Generic[Prepared]):
     """Installs the view of each fault transition at its time."""
 
-    swapper: Swapper
-    clock: Callable[[], float]
-    sleep_until: Callable[[float], Awaitable[None]]
+    swapper: Views[Prepared]
+    clock: Clock
+    sleep_until: SleepUntil
     _last: float = -math.inf  # when the last transition installed took effect
 
     async def run(self) -> None:
@@ -97,8 +116,3 @@ class FaultScheduler:
             nursery.start_soon(reached)
             nursery.start_soon(interrupted)
         return not changed.is_set()
-
-
-async def real_sleep_until(clock: Callable[[], float], when: float) -> None:
-    """Sleep until ``clock()`` (a time.monotonic() clock) reaches ``when``."""
-    await trio.sleep(max(0.0, when - clock()))

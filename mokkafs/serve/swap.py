@@ -47,7 +47,10 @@ Persist = Callable[[FaultBook, State, float], None]  # keep the run-time faults 
 
 
 @dataclass
-class Applied:
+class Installed:
+    """What an install changed: the generation now served, its nodes changed, removed and
+    added, and the kernel invalidations sent."""
+
     generation: int
     changed: int
     removed: int
@@ -141,7 +144,7 @@ class Swapper:
                     if update.state is None or i == newest:  # older States are superseded
                         await self.apply(update)
 
-    async def apply(self, update: Update) -> Applied | None:
+    async def apply(self, update: Update) -> Installed | None:
         """A new State from the source: the faults applied at run time carry over to it."""
         if update.state is None:
             assert update.error is not None
@@ -153,13 +156,13 @@ class Swapper:
             now = self.clock()
             book = self.book.copy()
             merged = book.merge(update.state)
-            applied_ = await self._install(merged, now, "profile", since=self.state)
-            if applied_ is not None:
+            installed = await self._install(merged, now, "profile", since=self.state)
+            if installed is not None:
                 self.profile, self.book = update.state, book
                 await self._persist()
-            return applied_
+            return installed
 
-    async def refault(self, change: Callable[[FaultBook, State], None]) -> Applied | None:
+    async def refault(self, change: Callable[[FaultBook, State], None]) -> Installed | None:
         """Change the faults applied at run time (``change`` edits the book, checking against
         the profile's State; it raises ``FaultError`` to refuse, and then nothing changes)."""
         async with self._lock:
@@ -211,7 +214,7 @@ class Swapper:
         return state, effective, tree, counts, diff(old, tree)
 
     async def transition(self, prepared: Prepared | None, when: float,
-                         version: int) -> Applied | None:
+                         version: int) -> Installed | None:
         """Serve the view at ``when``: ``prepared`` if still current, else built now. None if
         another view was installed since ``version`` (``when`` may be out of date) or the
         view at ``when`` cannot be built."""
@@ -224,7 +227,7 @@ class Swapper:
 
     async def _install(self, state: State, when: float, reason: str,
                        prepared: Prepared | None = None, *,
-                       since: State | None = None) -> Applied | None:
+                       since: State | None = None) -> Installed | None:
         """Serve ``at(state, when)``, with ``state`` carried over from ``since`` if given
         (``faults.effects.carry``). A transition leaves an error the last load or fault
         change reported in place; the others clear it when they succeed."""
@@ -274,13 +277,13 @@ class Swapper:
                 failures.append("publish")
         if not failures and reason != "transition":
             self.status.last_error = self.status.last_error_at = None
-        applied_ = Applied(state.generation, len(plan.changed_data) + len(plan.changed_attrs)
+        installed = Installed(state.generation, len(plan.changed_data) + len(plan.changed_attrs)
                            + len(plan.shrunk),
                            len(plan.removed), len(plan.added), sent)
         log.info("serving generation %d from %s (%s): %d changed, %d removed, %d added "
                  "(%d invalidations in %.1f ms) in %.1f ms", state.generation, state.source,
                  reason,
-                 applied_.changed, applied_.removed, applied_.added, sent,
+                 installed.changed, installed.removed, installed.added, sent,
                  (done - swapped) * 1000, (done - start) * 1000)
-        return applied_
+        return installed
 

@@ -12,6 +12,7 @@ from typing import Protocol
 import trio
 
 from mokkafs.errors import MokkafsError
+from mokkafs.obs.status import Followable
 from mokkafs.state import State
 
 
@@ -24,15 +25,8 @@ class Update:
     at: float
 
 
-class Source(Protocol):
-    following: bool  # False when the source can no longer see changes of its input
-    follow_error: str | None  # why, when it cannot
-    reads: int  # times it read its input
-
-    @property
-    def compile_pid(self) -> int | None:
-        """The process that compiles changes, when it is not this one."""
-        ...
+class Source(Followable, Protocol):
+    """Where States come from; what health reads of it is ``Followable``'s."""
 
     def initial(self) -> State:
         """Load the first State now; raise ``MokkafsError`` if there is none to serve."""

@@ -6,9 +6,9 @@ keeps one long-lived child (``python -m mokkafs.source.child``) that compiles ea
 sent and sends back the State, pickled, over a pipe. The child is bounded: in memory by
 ``RLIMIT_AS`` (set in the child before it reads anything) and in time by a deadline, past
 which it is killed. A child that dies, is killed, or is abandoned (a newer change cancels the
-request) is replaced at the next request; its error keeps the last good State. The reuse of
-the last compile's PCI side (``profile.compile``) lives in the child, and survives as long as
-it does.
+request) is replaced at the next request; its error keeps the last good State. The child
+holds the ``PciCache`` that lets a compile reuse the last one's PCI side (``profile.compile``),
+for as long as it lives.
 
 Frames are an 8-byte little-endian length and a pickle. Only this process's own child speaks
 on the pipe, so what is unpickled is what the daemon's own code pickled.
@@ -32,7 +32,7 @@ import trio
 
 from mokkafs.errors import InternalError, MokkafsError, Problem, ProfileError
 from mokkafs.host import linux
-from mokkafs.profile.compile import Options
+from mokkafs.profile.compile import Options, PciCache
 from mokkafs.state import State
 
 log = logging.getLogger(__name__)
@@ -162,11 +162,12 @@ def _read(stream: BinaryIO, size: int) -> bytes | None:
     return data if len(data) == size else None
 
 
-def _answer(text: str, filename: str, options: Options, memory: int) -> Reply:
+def _answer(text: str, filename: str, options: Options, memory: int,
+            cache: PciCache) -> Reply:
     from mokkafs.profile.resolve import compile_text
 
     try:
-        return "state", compile_text(text, filename, options)
+        return "state", compile_text(text, filename, options, cache)
     except MemoryError:
         return "problems", (filename, [Problem("", (
             f"compiling it needs more than the {memory >> 20} MiB the compiling process may "
@@ -189,12 +190,13 @@ def main(memory: int, parent: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the replies
+    cache = PciCache()  # the last compile's PCI side, for the next one
     while (head := _read(inp, _LENGTH.size)) is not None:
         frame = _read(inp, _LENGTH.unpack(head)[0])
         if frame is None:
             break
         text, filename, options = pickle.loads(frame)
-        reply = pickle.dumps(_answer(text, filename, options, memory),
+        reply = pickle.dumps(_answer(text, filename, options, memory, cache),
                              pickle.HIGHEST_PROTOCOL)
         try:
             out.write(_LENGTH.pack(len(reply)) + reply)

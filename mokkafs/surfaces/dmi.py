@@ -20,7 +20,7 @@ from mokkafs.surfaces import power
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 DEVICE = "sys/devices/virtual/dmi/id"
-CLASS = "sys/class/dmi"
+DMI_CLASS = "sys/class/dmi"
 
 # (attribute, Platform field, modalias prefix or None), in dmi-id.c's order
 FIELDS: tuple[tuple[str, str, str | None], ...] = (
@@ -81,6 +81,6 @@ def nodes(state: State) -> Iterator[Node]:
     yield text(f"{DEVICE}/modalias", alias)
     yield File(f"{DEVICE}/uevent", f"MODALIAS={alias}\n".encode(), 0o644)
     yield from power.of_class_device(DEVICE)
-    yield relative_link(f"{DEVICE}/subsystem", CLASS)
-    yield Dir(CLASS)
-    yield relative_link(f"{CLASS}/id", DEVICE)
+    yield relative_link(f"{DEVICE}/subsystem", DMI_CLASS)
+    yield Dir(DMI_CLASS)
+    yield relative_link(f"{DMI_CLASS}/id", DEVICE)

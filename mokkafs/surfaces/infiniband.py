@@ -18,7 +18,7 @@ from mokkafs.state import IB_HW_COUNTERS, Hca, IbPort, State, Traffic
 from mokkafs.surfaces import ib_traffic, rdma_cm
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
-CLASS = "sys/class"
+SYS_CLASS = "sys/class"
 
 PORT_STATES = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4, "ACTIVE_DEFER": 5}
 PHYS_STATES = {"Polling": (2, "Polling"), "Disabled": (3, "Disabled"),
@@ -149,7 +149,7 @@ def _hca(hca: Hca, state: State, last: dict[PortInputs, tuple[Node, ...]],
     yield text(f"{base}/node_desc", hca.node_desc, 0o644)
     yield text(f"{base}/uevent", f"NAME={hca.name}", 0o644)
     yield relative_link(f"{base}/device", pci)
-    yield relative_link(f"{base}/subsystem", f"{CLASS}/infiniband")
+    yield relative_link(f"{base}/subsystem", f"{SYS_CLASS}/infiniband")
     yield Dir(f"{base}/ports")
     for port in hca.ports:
         key = (base, hca.gid_table_len, hca.pkey_table_len, port, state.started_at,
@@ -159,7 +159,7 @@ def _hca(hca: Hca, state: State, last: dict[PortInputs, tuple[Node, ...]],
             subtree = tuple(_port(*key))
         made[key] = subtree
         yield from subtree
-    yield relative_link(f"{CLASS}/infiniband/{hca.name}", base)
+    yield relative_link(f"{SYS_CLASS}/infiniband/{hca.name}", base)
 
     major = state.major("infiniband_verbs")
     verbs = f"{pci}/infiniband_verbs/uverbs{hca.index}"
@@ -183,8 +183,8 @@ def _chardev(d: str, pci: str, cls: str, major: int, minor: int, devname: str,
     yield text(f"{d}/dev", f"{major}:{minor}")
     yield text(f"{d}/uevent", f"MAJOR={major}\nMINOR={minor}\nDEVNAME={devname}", 0o644)
     yield relative_link(f"{d}/device", pci)
-    yield relative_link(f"{d}/subsystem", f"{CLASS}/{cls}")
-    yield relative_link(f"{CLASS}/{cls}/{d.rpartition('/')[2]}", d)
+    yield relative_link(f"{d}/subsystem", f"{SYS_CLASS}/{cls}")
+    yield relative_link(f"{SYS_CLASS}/{cls}/{d.rpartition('/')[2]}", d)
 
 
 def device_numbers(state: State) -> list[tuple[str, int, int]]:
@@ -216,9 +216,10 @@ def nodes(state: State) -> Iterator[Node]:
         return iter(())
     out: list[Node] = [CharDevice(path.lstrip("/"), major, minor)
                        for path, major, minor in _hca_device_numbers(state)]
-    out += [Dir(f"{CLASS}/infiniband"), Dir(f"{CLASS}/infiniband_verbs"),
-            Dir(f"{CLASS}/infiniband_mad"), text(f"{CLASS}/infiniband_verbs/abi_version", 6),
-            text(f"{CLASS}/infiniband_mad/abi_version", 5)]
+    out += [Dir(f"{SYS_CLASS}/infiniband"), Dir(f"{SYS_CLASS}/infiniband_verbs"),
+            Dir(f"{SYS_CLASS}/infiniband_mad"),
+            text(f"{SYS_CLASS}/infiniband_verbs/abi_version", 6),
+            text(f"{SYS_CLASS}/infiniband_mad/abi_version", 5)]
     last = _last_ports
     made: dict[PortInputs, tuple[Node, ...]] = {}
     for hca in state.hcas:

@@ -13,7 +13,7 @@ from mokkafs.surfaces import power
 from mokkafs.surfaces.pci import cpulist, cpumask
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
-CLASS = "sys/class/pci_bus"
+PCI_BUS_CLASS = "sys/class/pci_bus"
 
 
 def _bus(parent: str, bus_id: str, cpus: tuple[int, ...], nr_cpus: int) -> Iterator[Node]:
@@ -24,14 +24,14 @@ def _bus(parent: str, bus_id: str, cpus: tuple[int, ...], nr_cpus: int) -> Itera
     yield File(f"{d}/rescan", b"", 0o200, error=13)
     yield File(f"{d}/uevent", b"", 0o644)
     yield from power.of_class_device(d)
-    yield relative_link(f"{d}/subsystem", CLASS)
+    yield relative_link(f"{d}/subsystem", PCI_BUS_CLASS)
     yield relative_link(f"{d}/device", parent)
-    yield relative_link(f"{CLASS}/{bus_id}", d)
+    yield relative_link(f"{PCI_BUS_CLASS}/{bus_id}", d)
 
 
 def nodes(state: State) -> Iterator[Node]:
     # The simulated buses alone: the host's are hidden, as its PCI devices are.
-    yield Dir(CLASS)
+    yield Dir(PCI_BUS_CLASS)
     for root in state.roots:
         yield from _bus(f"sys/devices/{root.id}", root.id[3:], root.cpus, state.nr_cpus)
     for fn in state.functions:

@@ -20,7 +20,7 @@ MISC_MAJOR = 10
 MINOR = 56
 DEV = "dev/infiniband/rdma_cm"
 DEVICE = "sys/devices/virtual/misc/rdma_cm"
-CLASS = "sys/class/misc"
+MISC_CLASS = "sys/class/misc"
 ABI_VERSION = 4  # RDMA_USER_CM_ABI_VERSION
 
 
@@ -39,5 +39,5 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(f"{DEVICE}/uevent", f"MAJOR={MISC_MAJOR}\nMINOR={MINOR}\nDEVNAME=infiniband/"
                "rdma_cm\nDEVMODE=0666\n".encode(), 0o644)
     yield from power.of_class_device(DEVICE)
-    yield relative_link(f"{DEVICE}/subsystem", CLASS)
-    yield relative_link(f"{CLASS}/rdma_cm", DEVICE)
+    yield relative_link(f"{DEVICE}/subsystem", MISC_CLASS)
+    yield relative_link(f"{MISC_CLASS}/rdma_cm", DEVICE)

@@ -22,6 +22,7 @@ from mokkafs.delivery.cdi import UPSTREAM_SCHEMA, validate
 from mokkafs.delivery.records import RECORDS
 from mokkafs.errors import MokkafsError
 from mokkafs.host.mountinfo import FSTYPE, parse
+from mokkafs.serve import READY
 from tests.conftest import require_tool, state_of
 from tests.containers.conftest import (
     CDI_DIR,
@@ -254,7 +255,7 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     mount.process.send_signal(signal.SIGTERM)
     mount.process.wait(timeout=10)
     log = mount.log_text()
-    assert log.index("published CDI spec") < log.index("mokkafs: serving")
+    assert log.index("published CDI spec") < log.index(READY)
     assert log.index("retracted CDI spec") < log.index("unmounted")
     assert not h100_node.spec.exists()
 
@@ -328,7 +329,7 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
             assert cgroups
             pid, cid = podman("inspect", "-f", "{{.State.Pid}} {{.Id}}", name).stdout.split()
             assert (RECORDS / cid).read_text().startswith("mnt:")
-            # Twice: the second repair finds the mounts the first made in the record it made.
+            # Twice: the second re-attach finds the mounts the first made in the record it made.
             # Each time a path the container has not read yet: what it read may still be
             # answered from the dead mount's kernel caches (no-open mode); all else needs a
             # daemon.
@@ -347,7 +348,7 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
                 try:
                     wait_for(functools.partial(answers, unread, value), 10,
                              "the view again inside the running container")
-                except TimeoutError as exc:  # what the repair did, and what it saw
+                except TimeoutError as exc:  # what the re-attach did, and what it saw
                     table = Path(f"/proc/{pid}/mountinfo").read_text()
                     raise AssertionError(f"{live.log_text()}\n{table}") from exc
                 assert read("/sys/bus/pci/devices/0000:1b:00.0/device").stdout == "0x2330\n"

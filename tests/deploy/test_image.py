@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
 from tests.conftest import require_tool, state_of
 from tests.containers.conftest import CDI_DIR, HOST_TOOLS, RUN, podman
 from tests.helpers.mounts import REPO, is_mounted, wait_for
@@ -62,7 +63,7 @@ def host_dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Path],
                                           hosttools_image: str) -> None:
     share, hooks = host_dirs
-    mode = os.environ.get("MOKKAFS_CACHE_MODE", "auto")  # scripts/test.sh runs both modes
+    mode = os.environ.get(CACHE_MODE_ENV, "auto")  # scripts/test.sh runs both modes
     kind = f"mokkafs-image-{secrets.token_hex(4)}.io/node"
     spec = CDI_DIR / (kind.replace("/", "_") + ".json")
     name = f"mokkafs-ds-{secrets.token_hex(3)}"
@@ -74,7 +75,7 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
         podman("run", "-d", "--name", name, *RUN, "--privileged", "--pid", "host",
                "-v", "/dev/fuse:/dev/fuse", "-v", f"{share}:{share}:rshared",
                "-v", f"{CDI_DIR}:{CDI_DIR}", "-v", "/sys:/host/sys:ro",
-               "-e", f"MOKKAFS_CACHE_MODE={mode}", image, "mount",
+               "-e", f"{CACHE_MODE_ENV}={mode}", image, "mount",
                "--profile", "h100", "--node-name", "ds-node", "--host-sysfs", "auto",
                "--cdi-dir", str(CDI_DIR), "--cdi-kind", kind, "--cdi-version", "0.5.0",
                "--cdi-hook", str(hooks / "mokkafs-hook"), f"{share}/node")

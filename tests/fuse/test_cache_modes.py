@@ -19,6 +19,7 @@ from mokkafs.surfaces import ib_traffic
 from tests.conftest import H100_GPU0, device_path, require_tool, state_of
 from tests.helpers.metrics import fuse_requests
 from tests.helpers.mounts import HOST_ATTRIBUTE, REPO, Mount, free_port, mokkafs_mount, wait_for
+from tests.helpers.pass_mode import PASS_MODE
 
 STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 MODES = ("no-open", "keep-cache")
@@ -47,7 +48,7 @@ def test_the_suite_runs_in_the_mode_it_was_asked_for(mount_h100: Mount) -> None:
     """scripts/test.sh runs the suite once per mode (MOKKAFS_CACHE_MODE); this proves each
     pass really served in its mode. Without the variable, the patched pyfuse3 the set-up
     builds must give the fast mode."""
-    expected = os.environ.get("MOKKAFS_CACHE_MODE", "no-open")
+    expected = PASS_MODE
     assert f"cache mode {expected}" in mount_h100.log_text()
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mokkafs.delivery.cdi import served_device_nodes
+from mokkafs.delivery.mounts import served_device_nodes
 from mokkafs.surfaces.dev import char_devices
 from tests.conftest import state_of
 from tests.helpers.mounts import mokkafs_mount

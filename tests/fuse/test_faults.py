@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import device_path, state_of
 from tests.helpers.live import Live, live_mount, profile_text, rename_over, requests
 from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
+from tests.helpers.pass_mode import PASS_MODE
 
 CLOCKED = [sys.executable, "-m", "tests.helpers.serve_clocked"]
 DOWN_LATER = """faults:
@@ -117,7 +118,7 @@ def test_an_onset_reaches_the_kernel_only_for_what_it_changes(tmp_path: Path) ->
         after = requests(node.live)
         asked = {op: after.get(op, 0) - base.get(op, 0) for op in ("lookup", "getattr", "read")}
         # keep-cache mode opens every file direct_io: a READ and one at EOF per read_text.
-        reads = 2 * len(unchanged) if os.environ.get("MOKKAFS_CACHE_MODE") == "keep-cache" else 0
+        reads = 2 * len(unchanged) if PASS_MODE == "keep-cache" else 0
         assert asked == {"lookup": 0, "getattr": 0, "read": reads}, asked  # still cached
         assert [p.read_text() for p in changed] == ["1: DOWN\n", "10 Gb/sec (4X SDR)\n"]
         assert requests(node.live).get("read", 0) > after.get("read", 0)  # re-read once

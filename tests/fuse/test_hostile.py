@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from mokkafs.host.mountinfo import mounts_of
+from mokkafs.serve import READY
 from tests.helpers.live import Live, live_mount, profile_text, rename_over
 from tests.helpers.mounts import HOST_ATTRIBUTE, REPO, free_port, mokkafs_mount, wait_for
 
@@ -155,7 +156,7 @@ mount --make-rprivate /
 mount -t tracefs nodev /sys/kernel/tracing
 {daemon} > {log} 2>&1 &
 pid=$!
-for i in $(seq 400); do grep -q "mokkafs: serving" {log} && break; sleep 0.05; done
+for i in $(seq 400); do grep -q "{ready}" {log} && break; sleep 0.05; done
 echo "tracing: $(ls -A {mnt}/sys/kernel/tracing | wc -l) entries"
 timeout 20 stat {mnt}/sys/kernel/tracing/trace_pipe 2>&1 || true
 echo "cgroup: $(ls -A {mnt}/sys/fs/cgroup | wc -l) entries"
@@ -174,7 +175,7 @@ def test_no_file_of_another_filesystem_below_sys_is_read(tmp_path: Path) -> None
     mnt.mkdir()
     log = tmp_path / "daemon.log"
     daemon = shlex.join([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4", str(mnt)])
-    script = NAMESPACED.format(daemon=daemon, log=log, mnt=mnt)
+    script = NAMESPACED.format(daemon=daemon, log=log, mnt=mnt, ready=READY)
     result = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
                             text=True, cwd=REPO, timeout=120)
     out = result.stdout

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from tests.helpers.live import Live, live_mount, profile_text, rename_over, requests
 from tests.helpers.mounts import REPO, wait_for
+from tests.helpers.pass_mode import PASS_MODE
 
-MODE = os.environ.get("MOKKAFS_CACHE_MODE", "no-open")  # the pass's mode (scripts/test.sh)
+MODE = PASS_MODE
 OLD_FW, NEW_FW = "28.39.2048", "22.36.1010-rc12"  # the two generations differ in length too
 SWAPS = 30
 

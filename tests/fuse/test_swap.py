@@ -28,6 +28,7 @@ from tests.conftest import (
 )
 from tests.helpers.live import Live, live_mount, profile_text, rename_over, requests
 from tests.helpers.mounts import REPO, Mount, wait_for
+from tests.helpers.pass_mode import PASS_MODE
 
 
 def write_in_place(live: Live, text: str) -> None:
@@ -346,7 +347,7 @@ def _restore(live: Live, replacement: str) -> None:
 # while the fault is in the profile and back when the profile is restored.
 A100_GPU0 = "sys/bus/pci/devices/0000:07:00.0"
 WITHOUT_GPU0 = "faults:\n  - {name: gone, kind: gpu-removed, target: gpu0}\n"
-SWAP_MODE = os.environ.get("MOKKAFS_CACHE_MODE", "no-open")  # the pass's mode (scripts/test.sh)
+SWAP_MODE = PASS_MODE
 
 
 def test_a_directory_held_across_its_removal_comes_back_whole(live: Live) -> None:

@@ -16,8 +16,10 @@ from collections.abc import Iterator
 
 import trio
 
-from mokkafs.cli import _raise_fd_limit, parse_mount, setup_logging, wire
+from mokkafs.cli import parse_mount
 from mokkafs.serve.daemon import serve
+from mokkafs.serve.process import raise_fd_limit, setup_logging
+from mokkafs.serve.wiring import wire
 from mokkafs.state import State
 from mokkafs.tree.nodes import File, Node
 
@@ -43,7 +45,7 @@ def main() -> None:
         yield File("broken", explode)
 
     wiring.surfaces = (*wiring.surfaces, ("broken", broken_surface))
-    _raise_fd_limit()
+    raise_fd_limit()
     trio.run(serve, config, wiring)
 
 

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import trio
 
-from mokkafs.cli import parse_mount, setup_logging, wire
+from mokkafs.cli import parse_mount
 from mokkafs.fuse import rounds
 from mokkafs.serve.daemon import serve
+from mokkafs.serve.process import setup_logging
+from mokkafs.serve.wiring import wire
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
 from mokkafs.profile.schema import MAX_FAULTS, Fault, FaultFile
 from mokkafs.serve.faults import MIN_GAP, FaultScheduler
-from mokkafs.serve.swap import Applied, Prepared, Swapper
+from mokkafs.serve.swap import Installed, Prepared, Swapper
 from mokkafs.state import State
 from mokkafs.surfaces import build_tree
 from tests.helpers.clocks import JumpingClock
@@ -86,7 +86,7 @@ class Recording(Swapper):
     reached: trio.Event
 
     async def transition(self, prepared: Prepared | None, when: float,
-                         version: int) -> Applied | None:
+                         version: int) -> Installed | None:
         done = await super().transition(prepared, when, version)
         if done is not None:
             self.installs.append((self.shown_at, port_file(self.holder.tree, self.state,

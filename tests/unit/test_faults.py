@@ -298,7 +298,8 @@ def test_the_scheduler_survives_its_own_failure(expected_logs: list[str]) -> Non
 
     async def main() -> None:
         broken = Broken()
-        scheduler = FaultScheduler(broken, lambda: 0.0, trio.sleep)  # type: ignore[arg-type]
+        scheduler: FaultScheduler[object] = FaultScheduler(
+            broken, lambda: 0.0, trio.sleep)  # type: ignore[arg-type]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(scheduler.run)
             await trio.testing.wait_all_tasks_blocked()

@@ -14,12 +14,13 @@ import pytest
 
 from mokkafs.errors import ProfileError
 from mokkafs.faults.effects import applied, at
-from mokkafs.profile import compile as profile_compile
+from mokkafs.profile.compile import Options, PciCache
+from mokkafs.profile.resolve import compile_text, read_text
 from mokkafs.state import Generation, HostFacts, State
 from mokkafs.surfaces import INPUTS, SURFACES, build_tree, infiniband
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
-from tests.conftest import ALL_PROFILES, profile_id, state_of
+from tests.conftest import ALL_PROFILES, HOST_PROC_DEVICES, profile_id, state_of
 from tests.helpers.mounts import SHIPPED_PROFILES
 
 
@@ -110,6 +111,13 @@ def test_a_swap_that_leaves_ports_alone_reuses_their_nodes(tmp_path: Path) -> No
     assert {n.path: n for n in infiniband.nodes(down)} == faulted
 
 
+def compiled(path: Path, cache: PciCache) -> State:
+    """``state_of(path)``, reusing what ``cache`` keeps of the compile before."""
+    options = Options(node_name="node-a", started_at=0.0, loaded_at=1_700_000_000.0,
+                      host=HostFacts(HOST_PROC_DEVICES))
+    return compile_text(read_text(path), str(path), options, cache)
+
+
 IB_ERRORS = "infiniband:\n  traffic: {errors_per_sec: {symbol_error: 1}}\n"
 
 
@@ -129,22 +137,23 @@ IB_ERRORS = "infiniband:\n  traffic: {errors_per_sec: {symbol_error: 1}}\n"
 ])
 def test_a_compile_reusing_the_pci_side_equals_a_fresh_one(tmp_path: Path, change: str,
                                                           reused: bool) -> None:
-    before = state_of("h100")
+    cache = PciCache()
+    before = compiled(SHIPPED_PROFILES / "h100.yaml", cache)
     path = tmp_path / "after.yaml"
     path.write_text(change)
-    after = state_of(path)
+    after = compiled(path, cache)
     assert (after.functions is before.functions) is reused
-    profile_compile._last_pci = None
-    assert state_of(path) == after
+    assert compiled(path, PciCache()) == after == state_of(path)
 
 
 def test_a_reused_pci_side_still_checks_the_infiniband_section(tmp_path: Path) -> None:
     """The checks of HCA-only settings run on every compile, not only with the PCI side."""
-    state_of("h100")
-    last = profile_compile._last_pci
+    cache = PciCache()
+    compiled(SHIPPED_PROFILES / "h100.yaml", cache)
+    last = cache.last
     path = tmp_path / "after.yaml"
     path.write_text(H100.replace("infiniband:\n", IB_ERRORS.replace("symbol_error",
                                                                       "no_such_counter"), 1))
     with pytest.raises(ProfileError, match=r"errors_per_sec\.no_such_counter: not an error"):
-        state_of(path)
-    assert last is not None and profile_compile._last_pci is last  # reused, and checked
+        compiled(path, cache)
+    assert last is not None and cache.last is last  # reused, and checked

@@ -10,7 +10,7 @@ namespace, and what the runtime had mounted over them is made again (``_rebind``
 container's table shows it and as it was recorded at the container's start (the kernel may
 have detached some of it already: ``mokkafs.delivery.records``). ``setns``
 into a mount namespace needs a single-threaded process, hence the helper
-``python -m mokkafs.delivery.repair`` per namespace.
+``python -m mokkafs.delivery.reattach`` per namespace.
 
 The shared parent containers hold is a tmpfs of the daemon's own (mokkafs.delivery.share).
 """
@@ -81,14 +81,14 @@ def live_source(live: str, dead_root: str) -> str:
     return live.rstrip("/") + dead_root.removesuffix("//deleted").rstrip("/")
 
 
-def repair(mountpoint: Path) -> int:
+def reattach(mountpoint: Path) -> int:
     """Re-bind every running container's dead binds; returns how many namespaces it fixed."""
     st = os.stat(mountpoint)
     live_dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
     fixed = 0
     found = records()  # before the namespaces are listed: see ``prune``
     for pid, binds in plan(mountpoint, live_dev).items():
-        result = subprocess.run([sys.executable, "-m", "mokkafs.delivery.repair", str(pid),
+        result = subprocess.run([sys.executable, "-m", "mokkafs.delivery.reattach", str(pid),
                                  json.dumps(binds)], capture_output=True, text=True,
                                 timeout=30, check=False)
         if result.returncode == 0:
@@ -102,7 +102,7 @@ def repair(mountpoint: Path) -> int:
 
 
 def _record_again(pid: int) -> None:
-    """The container's record, of the mounts just made (the next repair finds those)."""
+    """The container's record, of the mounts just made (the next re-attach finds those)."""
     try:
         record = recorded(os.stat(f"/proc/{pid}/ns/mnt").st_ino)
         if record is not None:
@@ -127,7 +127,7 @@ class _Again:
 
 def _below(theirs: list[MountEntry], target: str) -> list[MountEntry]:
     """Every mount over the one at ``target`` (the topmost there), parents before children.
-    Not in the table's order: a table lists mounts by when each was made, and a repair makes
+    Not in the table's order: a table lists mounts by when each was made, and a re-attach makes
     the copies of cgroup hierarchies (in the daemon's namespace) before the tmpfs they are
     moved onto, so the table lists them before their parent."""
     at = [m for m in theirs if m.point == target]
@@ -150,7 +150,7 @@ def _runtime_mounts(theirs: list[MountEntry], record: Record | None,
                     target: str) -> list[MountEntry]:
     """What the runtime mounted over the dead bind at ``target``: as recorded, if the record
     is of this very bind (same mount id, device and root: ids are reused only once a mount
-    is gone, and a dead bind stays until it is repaired), then whatever the table shows
+    is gone, and a dead bind stays until it is re-attached), then whatever the table shows
     that the record lacks (mounted since)."""
     now = _below(theirs, target)
     if record is None:

@@ -1,12 +1,12 @@
-"""What a repair makes again over a container's dead bind of the view, from its mount table
+"""What a re-attach makes again over a container's dead bind of the view, from its mount table
 and its record (pure: tables in, mounts out)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from mokkafs.delivery.reattach import _Again, _again, _below, _runtime_mounts, live_source
 from mokkafs.delivery.records import Record
-from mokkafs.delivery.repair import _Again, _again, _below, _runtime_mounts, live_source
 from mokkafs.host.mountinfo import MountEntry
 
 VIEW = "0:53"  # the dead mount's device
@@ -24,7 +24,7 @@ MASK = mount(64, 88, "/sys/firmware", dev="0:50")
 
 
 def test_children_listed_before_their_parent_are_found_after_it() -> None:
-    """A repaired table lists the cgroup copies (made first) before the tmpfs they sit on."""
+    """A re-attached table lists the cgroup copies (made first) before the tmpfs they sit on."""
     table = [SYS, CPU, mount(101, 1, "/run/mokkafs-host/node", "fuse.mokkafs", "0:99"),
              CGROUP, MASK]
     assert [m.mount_id for m in _below(table, "/sys")] == [102, 64, 103]
@@ -41,7 +41,7 @@ def test_the_record_gives_back_what_the_kernel_detached() -> None:
 
 
 def test_a_record_of_another_bind_is_not_used() -> None:
-    """A record whose /sys is another mount (a namespace inode reused, an older repair)."""
+    """A record whose /sys is another mount (a namespace inode reused, an older re-attach)."""
     record = Record(Path("/x"), 4026532000, [mount(77, 1, "/sys", "fuse.mokkafs", VIEW, "/sys"),
                                              mount(78, 77, "/sys/fs/cgroup")])
     assert _runtime_mounts([SYS, MASK], record, "/sys") == [MASK]

@@ -1,0 +1,41 @@
+"""Options more than one command takes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mokkafs.delivery.cdi import KIND
+
+DEFAULT_PROFILE = "h100"
+
+
+def profile_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=DEFAULT_PROFILE,
+                   help=f"shipped profile name or YAML file (default: {DEFAULT_PROFILE})")
+    p.add_argument("--node-name", default=None,
+                   help="node name for GUIDs, LIDs and node_desc (default: the host name)")
+    p.add_argument("--node-index", type=int, default=None,
+                   help="this node's index in its fleet: makes IB GUIDs and LIDs unique")
+    p.add_argument("--no-infiniband", action="store_true",
+                   help="serve no InfiniBand surface, whatever the profile declares")
+    p.add_argument("--no-machine", action="store_true",
+                   help="serve no CPUs, NUMA nodes, /proc/cpuinfo or /proc/meminfo (the "
+                        "host's show through), as machine.show: false does")
+    p.add_argument("--counter-staleness-ms", type=float, default=100.0,
+                   help="IB counters advance in steps of this many ms (0: exact at every read)")
+
+
+def cdi_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--cdi-dir", type=Path, default=None, required=required,
+                   help="the CDI spec directory (e.g. /etc/cdi)")
+    p.add_argument("--cdi-kind", default=KIND,
+                   help=f"CDI kind of the spec (default {KIND}; one per simulated node "
+                        "on a machine)")
+
+
+def runtime_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runtime-dir", type=Path, default=Path("/run/mokkafs-runtime"),
+                   help="a directory only root can write, where each daemon holds its lock "
+                        "and the record of what it made, and mounts sysfs instances for an "
+                        "instant")

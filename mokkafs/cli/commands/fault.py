@@ -1,0 +1,43 @@
+"""``mokkafs fault``: apply, clear or list the faults of a serving daemon, over its control
+socket (docs/faults.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mokkafs.profile.resolve import read_text
+
+NAME = "fault"
+HELP = ("apply, clear or list faults of a serving daemon (its --control socket); see "
+        "docs/faults.md")
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--control", type=Path, required=True, metavar="PATH")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    apply = verbs.add_parser("apply", help="apply the faults of FILE (YAML: a faults: list)")
+    apply.add_argument("file", type=Path)
+    clear = verbs.add_parser("clear", help="clear faults by name (none: all of them)")
+    clear.add_argument("names", nargs="*")
+    verbs.add_parser("list", help="one line per fault: name, kind, target, state, source "
+                     "(restored: kept from a daemon before), seconds left (-: until cleared)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mokkafs.serve.control import request
+
+    if args.verb == "apply":
+        path = args.file
+        message = {"op": "apply", "file": str(path), "text": read_text(path)}
+    elif args.verb == "clear":
+        message = {"op": "clear", "names": args.names}
+    else:
+        message = {"op": "list"}
+    answer = request(args.control, message)
+    if args.verb == "list":
+        for f in answer["faults"]:
+            source = f"{f['source']} (restored)" if f.get("restored") else f["source"]
+            left = "-" if f.get("remaining") is None else f"{f['remaining']:.1f}s"
+            print(f"{f['name']}\t{f['kind']}\t{f['target']}\t{f['state']}\t{source}\t{left}")
+    return 0

@@ -1,0 +1,26 @@
+"""``mokkafs render``: write the view to a directory as plain files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from mokkafs.cli.arguments import profile_args
+from mokkafs.cli.served import served_tree
+from mokkafs.delivery.render import render
+
+NAME = "render"
+HELP = "write the view to DEST as plain files"
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    profile_args(parser)
+    parser.add_argument("dest", type=Path)
+
+
+def run(args: argparse.Namespace) -> int:
+    count = render(served_tree(args), args.dest, time.monotonic())
+    print(f"mokkafs: wrote {count} entries to {args.dest}", file=sys.stderr)
+    return 0

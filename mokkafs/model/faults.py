@@ -1,0 +1,42 @@
+"""Faults in a State: each one with its target resolved and its timing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal
+
+FaultKind = Literal["ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded",
+                    "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """One fault, its target resolved (``ports``: (HCA, port) pairs; ``bdf``: a PCI function;
+    ``hca``: an RDMA device) and its timing in seconds from ``origin``, the daemon clock's
+    reading when it was first applied (None until then). ``selected``: whether this node is
+    among the ``fraction`` the fault picks. See docs/faults.md and ``mokkafs.faults``."""
+
+    name: str
+    kind: FaultKind
+    target: str
+    source: Literal["profile", "control"]
+    selected: bool = True
+    ports: tuple[tuple[str, int], ...] = ()
+    bdf: str | None = None
+    hca: str | None = None
+    after: float = 0.0
+    duration: float | None = None
+    every: float | None = None
+    count: int | None = None
+    cable: bool = False
+    rates: tuple[tuple[str, float], ...] = ()
+    width: int | None = None
+    rate_gbps: int | None = None
+    gen: int | None = None
+    revision: int = 0  # how many times before the control socket applied it: each is anew
+    restored: bool = False  # applied at run time before the daemon restarted (a state file)
+    origin: float | None = None
+
+    def definition(self) -> FaultSpec:
+        """Everything but when it was applied: what decides whether it is the same fault."""
+        return replace(self, origin=None)

@@ -1,0 +1,105 @@
+"""PCI in a State: host bridges, functions (endpoints and bridges), their BARs and links."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+DeviceKind = Literal["gpu", "nvswitch", "hca", "bridge"]
+PortType = Literal["root", "upstream", "downstream"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One PCI base address register: index 0-5, address, size, 64-bit and prefetchable flags."""
+
+    index: int
+    address: int
+    size: int
+    is_64bit: bool
+    prefetchable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PcieLink:
+    max_gen: int
+    max_width: int
+    current_gen: int
+    current_width: int
+
+
+@dataclass(frozen=True, slots=True)
+class RootComplex:
+    """A PCI host bridge ``pciDDDD:BB`` and the NUMA node and CPUs local to it."""
+
+    id: str
+    numa_node: int
+    cpus: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Bridge:
+    """A PCI-to-PCI bridge's own facts: which port it is, the buses behind it, the address
+    windows it forwards ((base, limit) or None), and its link's port number. A root or
+    downstream port whose slot holds nothing (an HCA the node serves without InfiniBand) is
+    not ``occupied``: no presence, link down."""
+
+    port: PortType
+    secondary: int
+    subordinate: int
+    port_number: int
+    memory: tuple[int, int] | None = None  # 32-bit non-prefetchable
+    prefetchable: tuple[int, int] | None = None  # 64-bit prefetchable
+    occupied: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInfo:
+    """What the NVIDIA driver reports of a GPU (/proc/driver/nvidia/gpus/<bdf>/information)."""
+
+    index: int
+    minor: int
+    uuid: str
+    model: str
+    vbios: str
+    serial: str
+    architecture: str
+
+
+@dataclass(frozen=True, slots=True)
+class PciIdentity:
+    """What a PCI function says it is, wherever it sits: its kind, its ids and class, and the
+    driver bound to it."""
+
+    kind: DeviceKind
+    vendor: int
+    device: int
+    subsystem_vendor: int
+    subsystem_device: int
+    class_code: int
+    revision: int
+    driver: str
+
+
+@dataclass(frozen=True, slots=True)
+class PciFunction(PciIdentity):
+    """One simulated PCI function (GPU, NVSwitch, IB HCA, or a bridge above them) as the
+    kernel would expose it. ``path`` is its directory below the mount root
+    (``sys/devices/pciDDDD:BB/<bridges>/<bdf>``); ``parent`` the bridge it sits below."""
+
+    bdf: str
+    root: str
+    path: str
+    parent: str | None
+    irq: int
+    numa_node: int
+    cpus: tuple[int, ...]
+    link: PcieLink
+    bars: tuple[Bar, ...]
+    bridge: Bridge | None = None
+    iommu_group: int | None = None
+    gpu: GpuInfo | None = None
+    # Fell off the bus: config reads complete with all ones (a fault, mokkafs.faults)
+    lost: bool = False
+    # Its PCI Vital Product Data (mokkafs.profile.vpd), empty where it has none
+    vpd: bytes = b""
