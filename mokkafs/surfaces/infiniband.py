@@ -13,9 +13,10 @@ import errno
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mokkafs import counters
 from mokkafs.profile.identity import format_guid
 from mokkafs.state import IB_HW_COUNTERS, Hca, IbPort, State, Traffic
-from mokkafs.surfaces import ib_traffic, rdma_cm
+from mokkafs.surfaces import rdma_cm
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
 CLASS = "sys/class"
@@ -68,10 +69,10 @@ class CounterText:
     quantum: float
 
     def __call__(self, now: float) -> bytes:
-        t = ib_traffic.elapsed(now, self.started_at, self.quantum)
-        value = ib_traffic.counters_at(self.traffic, t).get(self.name)
+        t = counters.elapsed(now, self.started_at, self.quantum)
+        value = counters.counters_at(self.traffic, t).get(self.name)
         if value is None:  # a counter this traffic never moves
-            value = ib_traffic.counter(self.traffic, self.name, t)
+            value = counters.counter(self.traffic, self.name, t)
         return f"{value}\n".encode()
 
 
@@ -80,7 +81,7 @@ def _counter_file(path: str, port: IbPort, name: str, moving: frozenset[str],
     """A counter the traffic moves is computed when read; any other is a fixed file (most
     error counters: nothing recomputes them, and the kernel keeps them like any attribute)."""
     if name not in moving:
-        return text(path, ib_traffic.constant(port.traffic, name))
+        return text(path, counters.constant(port.traffic, name))
     return File(path, CounterText(port.traffic, name, started_at, quantum), quantum=quantum)
 
 
@@ -120,10 +121,10 @@ def _port(base: str, gid_table_len: int, pkey_table_len: int, port: IbPort,
         yield File(f"{p}/gid_attrs/ndevs/{i}", b"", 0o444, error=errno.EINVAL)
     for i in range(pkey_table_len):
         yield text(f"{p}/pkeys/{i}", "0xffff" if i == 0 else "0x0000")
-    moving = ib_traffic.moving(port.traffic)
-    for name in ib_traffic.COUNTERS:
+    moving = counters.moving(port.traffic)
+    for name in counters.COUNTERS:
         yield _counter_file(f"{p}/counters/{name}", port, name, moving, started_at, quantum)
-    for ext, name in ib_traffic.COUNTERS_EXT.items():
+    for ext, name in counters.COUNTERS_EXT.items():
         yield _counter_file(f"{p}/counters_ext/{ext}", port, name, moving, started_at,
                             quantum)
     yield Dir(f"{p}/hw_counters")

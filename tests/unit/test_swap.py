@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from mokkafs import counters
 from mokkafs.faults.effects import carry
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import TreeHolder
@@ -18,7 +19,7 @@ from mokkafs.obs.status import Status
 from mokkafs.serve import swap
 from mokkafs.source import Update
 from mokkafs.state import Generation, Traffic
-from mokkafs.surfaces import build_tree, ib_traffic
+from mokkafs.surfaces import build_tree
 from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, File, Symlink, text
@@ -129,14 +130,14 @@ def test_unchanged_profile_changes_nothing() -> None:
 def test_counters_stay_monotonic_when_rates_change() -> None:
     fast = Traffic(1e9, 1e9, 1000.0, 0.1, 0.0, ())
     slow = Traffic(1e6, 1e6, 1000.0, 0.1, 0.0, ())
-    carried = replace(slow, origin=100.0, base=ib_traffic.carried(fast, 100.0).base)
-    for name in ib_traffic.COUNTERS:
-        assert ib_traffic.counter(carried, name, 100.0) >= ib_traffic.counter(fast, name, 99.9)
-        assert ib_traffic.counter(carried, name, 150.0) >= ib_traffic.counter(carried, name, 100)
+    carried = replace(slow, origin=100.0, base=counters.carried(fast, 100.0).base)
+    for name in counters.COUNTERS:
+        assert counters.counter(carried, name, 100.0) >= counters.counter(fast, name, 99.9)
+        assert counters.counter(carried, name, 150.0) >= counters.counter(carried, name, 100)
     # 1e9 B/s for 100 s is 2.5e10 words; then 1e6 B/s for 10 s adds 2.5e6.
-    assert ib_traffic.counter(carried, "port_xmit_data", 110.0) == 25_000_000_000 + 2_500_000
+    assert counters.counter(carried, "port_xmit_data", 110.0) == 25_000_000_000 + 2_500_000
     # 1e6 packets/s for 100 s, then 1e3/s for 23 s.
-    assert ib_traffic.counter(carried, "port_xmit_packets", 123.0) == 100_000_000 + 23_000
+    assert counters.counter(carried, "port_xmit_packets", 123.0) == 100_000_000 + 23_000
 
 
 def test_carry_counters_across_states(tmp_path: Path) -> None:
@@ -152,8 +153,8 @@ def test_carry_counters_across_states(tmp_path: Path) -> None:
     for hca in carried.hcas:
         traffic = hca.ports[0].traffic
         # 12.5e6 B/s for 10 s = 31,250,000 words, then 50e6 B/s for 5 s = 62,500,000.
-        assert ib_traffic.counter(traffic, "port_xmit_data", 10.0) == 31_250_000
-        assert ib_traffic.counter(traffic, "port_xmit_data", 15.0) == 31_250_000 + 62_500_000
+        assert counters.counter(traffic, "port_xmit_data", 10.0) == 31_250_000
+        assert counters.counter(traffic, "port_xmit_data", 15.0) == 31_250_000 + 62_500_000
 
 
 def test_readyz_report_follows_serving() -> None:
