@@ -43,7 +43,8 @@ from mokkafs.profile.resolve import (
     shipped_profiles,
 )
 from mokkafs.state import State
-from mokkafs.surfaces import build_tree
+from mokkafs.surfaces import SURFACES
+from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File, Symlink
 
@@ -228,7 +229,7 @@ def _state(args: argparse.Namespace) -> State:
 
 
 def _tree(state: State) -> Tree:
-    return build_tree(state)[0]
+    return Assembler(SURFACES).build(state)[0]
 
 
 def _cmd_profiles(_: argparse.Namespace) -> int:

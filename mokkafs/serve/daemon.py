@@ -38,6 +38,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyfuse3
 import trio
@@ -50,9 +51,9 @@ from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.adapter import Operations
 from mokkafs.fuse.cache_mode import CacheMode
 from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.modes import serving
 from mokkafs.fuse.mount import Session, prepare_mountpoint, refuse_link
 from mokkafs.fuse.passthrough import HostView
+from mokkafs.fuse.policies import cache_policy
 from mokkafs.fuse.view import TreeHolder, View
 from mokkafs.host import linux
 from mokkafs.host.netns import NetnsSysfs
@@ -67,9 +68,10 @@ from mokkafs.serve.owned import Owned, fuse_mount_id
 from mokkafs.serve.swap import Swapper
 from mokkafs.source import Source, Update
 from mokkafs.state import State
-from mokkafs.surfaces import SURFACES, Surface, build_tree, nvidia_dev
+from mokkafs.surfaces import SURFACES, nvidia_dev
 from mokkafs.surfaces.dev import char_devices
 from mokkafs.surfaces.proc_devices import host_majors
+from mokkafs.tree.assemble import Assembler, Surface
 from mokkafs.tree.build import Tree
 
 log = logging.getLogger(__name__)
@@ -120,7 +122,7 @@ class Wiring:
     at, the /proc the host is seen through, the readiness line."""
 
     source: Source
-    surfaces: Sequence[tuple[str, Surface]] = SURFACES
+    surfaces: Sequence[Surface[Any]] = SURFACES
     clock: Callable[[], float] = time.monotonic
     # how to wait for ``clock`` to reach a time (None: sleep for the difference)
     sleep_until: SleepUntil | None = None
@@ -172,7 +174,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
     if config.state_dir is not None:
         state_file = StateFile.prepare(config.state_dir, config.mountpoint, wiring.proc)
     state, book = restore_at_start(state_file, profile, now, status)
-    build = functools.partial(build_tree, surfaces=wiring.surfaces)
+    build = Assembler(wiring.surfaces).build
     tree, counts = build(at(state, now), None)
     # What exists now (modules, the schema, the first State and tree) lives as long as the
     # daemon, or is freed by reference counting; left to the cyclic collector, each full
@@ -203,8 +205,9 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         holder = TreeHolder(tree)
         view = View(holder, None if netns is None else HostView(netns), clock=wiring.clock)
         invalidator = Invalidator()
-        mode = serving(config.cache_mode, view, invalidator)
-        ops = Operations(view, mode, metrics.observe_request)
+        policy = cache_policy(config.cache_mode, view, invalidator)
+        policy.prepare(tree)
+        ops = Operations(view, policy, metrics.observe_request)
         # From before the mount exists until after it is gone, stop signals and SIGHUP are
         # taken by this receiver, never by their default action (a death that leaves a dead
         # mount behind): one that comes while mounting waits in it for ``_signals``, and one
@@ -226,13 +229,13 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         if publisher is not None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
         running = _Running(config, wiring, status, publisher, Swapper(
-            holder, profile, counts, build=build, invalidator=invalidator, status=status,
-            metrics=metrics, clock=wiring.clock, shown_at=now, book=book, state=state,
-            publish=_publish(publisher, host_sync),
+            holder, profile, counts, build=policy.prepared(build), invalidator=invalidator,
+            status=status, metrics=metrics, clock=wiring.clock, shown_at=now, book=book,
+            state=state, publish=_publish(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
-        running.start(inner, state, tree, mode.background, signals)
+        running.start(inner, state, tree, policy.background, signals)
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure

@@ -17,6 +17,7 @@ from mokkafs import counters
 from mokkafs.profile.identity import format_guid
 from mokkafs.state import IB_HW_COUNTERS, Hca, IbPort, State, Traffic
 from mokkafs.surfaces import rdma_cm
+from mokkafs.tree.assemble import Surface
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
 CLASS = "sys/class"
@@ -89,12 +90,17 @@ def _counter_file(path: str, port: IbPort, name: str, moving: frozenset[str],
 # port, and the State's started_at and counter quantum (the counters' clock).
 PortInputs = tuple[str, int, int, IbPort, float, float]
 
-# A port's subtree is most of this surface (some hundred nodes), and most swaps leave ports
-# alone: a firmware version changes every HCA and no port, a fault one port of one HCA. The
-# last run's subtrees are kept by their inputs and reused when a port's are the same. One run
-# only, so no subtree outlives the tree that holds it by more than a swap; runs in two threads
-# at once at worst miss each other's.
-_last_ports: dict[PortInputs, tuple[Node, ...]] = {}
+
+class PortCache:
+    """The port subtrees of the surface's last run, by their inputs. A port's subtree is most
+    of this surface (some hundred nodes), and most swaps leave ports alone: a firmware version
+    changes every HCA and no port, a fault one port of one HCA. A run reuses the subtrees of
+    ports whose inputs are the same. One run only, so no subtree outlives the tree that holds
+    it by more than a swap; runs in two threads at once at worst miss each other's. Its owner
+    (the assembler, ``mokkafs.tree.assemble``) passes it to every run."""
+
+    def __init__(self) -> None:
+        self.last: dict[PortInputs, tuple[Node, ...]] = {}
 
 
 def _port(base: str, gid_table_len: int, pkey_table_len: int, port: IbPort,
@@ -209,10 +215,9 @@ def _hca_device_numbers(state: State) -> list[tuple[str, int, int]]:
     return out
 
 
-def nodes(state: State) -> Iterator[Node]:
-    global _last_ports
+def nodes(state: State, ports: PortCache) -> Iterator[Node]:
     if not state.hcas:
-        _last_ports = {}  # nothing kept for a node that may never serve InfiniBand again
+        ports.last = {}  # nothing kept for a node that may never serve InfiniBand again
     if not state.rdma_loaded:
         return iter(())
     out: list[Node] = [CharDevice(path.lstrip("/"), major, minor)
@@ -220,9 +225,13 @@ def nodes(state: State) -> Iterator[Node]:
     out += [Dir(f"{CLASS}/infiniband"), Dir(f"{CLASS}/infiniband_verbs"),
             Dir(f"{CLASS}/infiniband_mad"), text(f"{CLASS}/infiniband_verbs/abi_version", 6),
             text(f"{CLASS}/infiniband_mad/abi_version", 5)]
-    last = _last_ports
+    last = ports.last
     made: dict[PortInputs, tuple[Node, ...]] = {}
     for hca in state.hcas:
         out.extend(_hca(hca, state, last, made))
-    _last_ports = made  # only once the run is whole
+    ports.last = made  # only once the run is whole
     return iter(out)
+
+
+SURFACE = Surface("infiniband", nodes, ("hcas", "functions", "char_majors", "started_at",
+                                        "counter_quantum", "rdma_loaded"), PortCache)

@@ -1,4 +1,4 @@
-"""The two cache modes (mokkafs.fuse.modes): which one serves, what each costs in requests that
+"""The two cache modes (mokkafs.fuse.policies): which one serves, what each costs in requests that
 reach the daemon, that no-open mode stays exact (sizes, staleness, host entries that change),
 and that a stock pyfuse3 falls back to keep-cache mode."""
 

@@ -19,6 +19,7 @@ import trio
 from mokkafs.cli import _raise_fd_limit, parse_mount, setup_logging, wire
 from mokkafs.serve.daemon import serve
 from mokkafs.state import State
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import File, Node
 
 BLOCK_SECONDS = 600.0
@@ -42,7 +43,7 @@ def main() -> None:
             time.sleep(BLOCK_SECONDS)
         yield File("broken", explode)
 
-    wiring.surfaces = (*wiring.surfaces, ("broken", broken_surface))
+    wiring.surfaces = (*wiring.surfaces, stateless("broken", broken_surface, ("functions",)))
     _raise_fd_limit()
     trio.run(serve, config, wiring)
 

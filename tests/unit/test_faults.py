@@ -331,15 +331,16 @@ def test_an_onset_between_the_first_build_and_the_swapper_is_installed_late(
     from mokkafs.obs.status import Status
     from mokkafs.serve.faults import FaultScheduler
     from mokkafs.serve.swap import Swapper
-    from mokkafs.surfaces import build_tree
+    from mokkafs.surfaces import SURFACES
+    from mokkafs.tree.assemble import Assembler
 
     state = applied(with_faults(tmp_path, "  - {name: d, kind: ib-port-down, target: mlx5_0/1, "
                                           "after: 5, for: 20}\n"), 0.0)
-    tree, counts = build_tree(at(state, 0.0))
+    tree, counts = Assembler(SURFACES).build(at(state, 0.0))
 
     async def main() -> None:
         status = Status()
-        swapper = Swapper(TreeHolder(tree), state, counts, build=build_tree,
+        swapper = Swapper(TreeHolder(tree), state, counts, build=Assembler(SURFACES).build,
                           invalidator=Invalidator(NullKernel()), status=status,
                           metrics=Metrics(status), clock=lambda: 10.0, shown_at=0.0)
         async def never(when: float) -> None:  # the clock stays at 10
@@ -371,12 +372,13 @@ def test_a_transition_that_cannot_be_built_is_tried_once(tmp_path: Path,
     from mokkafs.obs.status import Status
     from mokkafs.serve.faults import FaultScheduler
     from mokkafs.serve.swap import Swapper
-    from mokkafs.surfaces import build_tree
+    from mokkafs.surfaces import SURFACES
+    from mokkafs.tree.assemble import Assembler
 
     expected_logs.append("building the view for a fault transition failed")
     state = applied(with_faults(tmp_path, "  - {name: d, kind: ib-port-down, target: mlx5_0/1, "
                                           "after: 5, for: 20}\n"), 0.0)
-    tree, counts = build_tree(at(state, 0.0))
+    tree, counts = Assembler(SURFACES).build(at(state, 0.0))
     builds: list[str] = []
 
     def broken(s: State, previous: Tree | None) -> tuple[Tree, dict[str, int]]:

@@ -19,7 +19,8 @@ from mokkafs.obs.status import Status
 from mokkafs.serve import swap
 from mokkafs.source import Update
 from mokkafs.state import Generation, Traffic
-from mokkafs.surfaces import build_tree
+from mokkafs.surfaces import SURFACES
+from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, File, Symlink, text
@@ -122,8 +123,9 @@ def test_a_path_that_changes_kind_gets_a_new_inode() -> None:
 
 def test_unchanged_profile_changes_nothing() -> None:
     state = state_of("h100")
-    tree, _ = build_tree(state)
-    again, _ = build_tree(replace(state, generation=Generation(2)), tree)
+    assembler = Assembler(SURFACES)
+    tree, _ = assembler.build(state)
+    again, _ = assembler.build(replace(state, generation=Generation(2)), tree)
     assert len(diff(tree, again)) == 0
 
 
@@ -175,7 +177,7 @@ def test_a_carry_that_raises_keeps_the_last_view(monkeypatch: pytest.MonkeyPatch
     ran on the FUSE loop and its exception ended the swapper (and the daemon)."""
     expected_logs.append("building generation 2 failed")
     state = state_of("h100")
-    tree, counts = build_tree(state)
+    tree, counts = Assembler(SURFACES).build(state)
     threads: list[int] = []
 
     def broken(since: object, new: object, now: float) -> None:
@@ -186,7 +188,7 @@ def test_a_carry_that_raises_keeps_the_last_view(monkeypatch: pytest.MonkeyPatch
 
     async def main() -> None:
         status = Status()
-        swapper = swap.Swapper(TreeHolder(tree), state, counts, build=build_tree,
+        swapper = swap.Swapper(TreeHolder(tree), state, counts, build=Assembler(SURFACES).build,
                                invalidator=Invalidator(RecordingKernel()), status=status,
                                metrics=Metrics(status))
         result = await swapper.apply(
