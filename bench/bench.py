@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mokkafs.fuse.rounds import HOT
+from mokkafs.fuse.refresh import HOT
 from mokkafs.serve import READY
 from mokkafs.testing import free_port, samples
 
@@ -146,10 +146,11 @@ def render_in_process(profile: Path, dest: Path) -> None:
     from mokkafs.delivery.render import render as write_tree
     from mokkafs.profile.compile import Options
     from mokkafs.profile.resolve import load_state
-    from mokkafs.surfaces import build_tree
+    from mokkafs.surfaces import SURFACES
+    from mokkafs.tree.assemble import Assembler
 
     state = load_state(profile, Options(node_name="bench", started_at=time.monotonic()))
-    write_tree(build_tree(state)[0], dest, time.monotonic())
+    write_tree(Assembler(SURFACES).build(state)[0], dest, time.monotonic())
 
 
 def path_sets(root: Path) -> dict[str, list[str]]:
@@ -220,7 +221,7 @@ def run_readers(reader: Path, op: str, paths: list[str], readers: int, ms: int,
             "errors": sum(r["errors"] for r in results), "ops": sum(r["ops"] for r in results)}
 
 
-MODES = ("no-open", "keep-cache")  # mokkafs's cache modes (mokkafs/fuse/modes.py)
+MODES = ("no-open", "keep-cache")  # mokkafs's cache modes (mokkafs/fuse/policies.py)
 CONFIGS = (*MODES, "tmpfs", "sysfs")
 
 
@@ -472,7 +473,7 @@ def scrape(url: str) -> float:
 
 
 # A Prometheus server scrapes every 15-60 s, so every scrape of a node finds its counters a
-# step or more old and no port kept hot (mokkafs/fuse/rounds.py): rounds of the scrape figure
+# step or more old and no port kept hot (mokkafs/fuse/refresh.py): rounds of the scrape figure
 # are this far apart, so each scrape of each configuration comes that long after its last.
 COLD_GAP = HOT + 0.25
 UPTIME = 86400.0  # seconds of traffic the counters of a node up a day start with
@@ -604,7 +605,7 @@ def monitoring(hcas: int, seconds: int, tmp: Path, uptime: float = 0.0) -> dict[
     costs, and the attributes that last a minute (``STEPPED_DIR_TIMEOUT``: one GETATTR per
     directory of counters) expire in the minute measured, as in every minute or so of the
     steady state. Not in it: the counter files' own attributes, which last ten minutes
-    (``PUSHED_TIMEOUT``: one GETATTR per file). ``uptime``: counters that start where that
+    (``FRESH_FILE_TIMEOUT``: one GETATTR per file). ``uptime``: counters that start where that
     much traffic left them (a node up a while), not at 0, whose every counter gains a digit
     every few seconds, each costing the kernel a GETATTR."""
     profile = profile_with(hcas, tmp, uptime=uptime)

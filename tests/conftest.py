@@ -19,7 +19,8 @@ from mokkafs.host.mountinfo import mounts_of
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import load_state
 from mokkafs.state import HostFacts, State
-from mokkafs.surfaces import build_tree
+from mokkafs.surfaces import SURFACES
+from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File, Symlink
 from tests.helpers.mounts import (
@@ -52,7 +53,7 @@ def state_of(profile: str | Path, node_name: str = "node-a", **kw: object) -> St
 
 
 def tree_of(state: State) -> Tree:
-    return build_tree(state)[0]
+    return Assembler(SURFACES).build(state)[0]
 
 
 # A DGX H100's first GPU and its compute NIC (mlx5_0), one PCIe switch apart

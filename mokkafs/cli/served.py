@@ -9,7 +9,8 @@ from mokkafs.faults.effects import applied, at
 from mokkafs.profile.resolve import read_text, resolve
 from mokkafs.serve.wiring import compiler, options
 from mokkafs.state import State
-from mokkafs.surfaces import build_tree
+from mokkafs.surfaces import SURFACES
+from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
 
 
@@ -22,4 +23,4 @@ def served_state(args: argparse.Namespace) -> State:
 
 
 def served_tree(args: argparse.Namespace) -> Tree:
-    return build_tree(served_state(args))[0]
+    return Assembler(SURFACES).build(served_state(args))[0]

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from mokkafs.counters import carried
 from mokkafs.faults.schedule import in_effect, windows
 from mokkafs.state import FaultSpec, IbPort, PcieLink, PciFunction, State, Traffic, Windows
-from mokkafs.surfaces.ib_traffic import carried
 
 PortKey = tuple[str, int]
 LOST_VBIOS = "??.??.??.??.??"  # what the driver prints when it cannot read it

@@ -5,7 +5,7 @@ Contract with the kernel:
   unlink and setattr before a request reaches the daemon.
 - Static files carry their exact size and the mtime of the build that last changed them, so
   page caches serve repeated reads and a swap (new mtime, plus invalidation) drops them.
-- What differs between the cache modes is asked of the mode object (``mokkafs.fuse.modes``);
+- What differs between the cache modes is asked of the cache policy (``mokkafs.fuse.policy``);
   what the view holds, of ``mokkafs.fuse.view``.
 - Only ``FUSEError`` leaves a handler. Anything else is logged and answered with EIO for that
   request alone; pyfuse3 would otherwise end ``main()`` and with it the mount.
@@ -24,7 +24,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import pyfuse3
 
 from mokkafs.fuse import attrs
-from mokkafs.fuse.modes import Serving
+from mokkafs.fuse.policy import CachePolicy
 from mokkafs.fuse.view import View
 from mokkafs.tree.nodes import Symlink
 
@@ -66,12 +66,12 @@ def guarded(fn: Handler[P, R]) -> Handler[P, R]:
 
 
 class Operations(pyfuse3.Operations):
-    def __init__(self, view: View, serving: Serving, observe: Observer = _ignore) -> None:
+    def __init__(self, view: View, policy: CachePolicy, observe: Observer = _ignore) -> None:
         super().__init__()
         self.view = view
-        self.serving = serving
+        self.policy = policy
         self.observe = observe
-        self.enable_symlink_cache = serving.caches_symlinks  # read by patched pyfuse3
+        self.enable_symlink_cache = policy.caches_symlinks  # read by patched pyfuse3
 
     @guarded
     async def lookup(self, parent_inode: int, name: bytes,
@@ -80,7 +80,7 @@ class Operations(pyfuse3.Operations):
         text = os.fsdecode(name)
         entry = tree.lookup(parent_inode, text)
         if entry is not None:
-            return await self.serving.attributes(tree, entry)
+            return await self.policy.attributes(tree, entry)
         found = await self.view.find(tree, parent_inode, text, ctx.pid)
         if found is None:
             if tree.get(parent_inode) is not None and self.view.merged(tree, parent_inode) \
@@ -89,7 +89,7 @@ class Operations(pyfuse3.Operations):
                 # may remember that it is absent (an st_ino of 0) for as long as it likes.
                 return attrs.absent(self.view.timeout)
             raise pyfuse3.FUSEError(errno.ENOENT)
-        reply = await self.serving.host_attributes(*found)
+        reply = await self.policy.host_attributes(*found)
         assert self.view.host is not None
         self.view.host.remember(found[0])  # the reply counts as one lookup
         return reply
@@ -99,10 +99,10 @@ class Operations(pyfuse3.Operations):
         tree = self.view.holder.tree
         entry = tree.get(inode)
         if entry is not None:
-            return await self.serving.attributes(tree, entry)
+            return await self.policy.attributes(tree, entry)
         host, node = self.view.hosted(inode)
         st = await self.view.on_host(host.lstat, node)
-        return await self.serving.host_attributes(node, st)
+        return await self.policy.host_attributes(node, st)
 
     @guarded
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -116,7 +116,7 @@ class Operations(pyfuse3.Operations):
 
     @guarded
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
-        return await self.serving.opendir(inode)
+        return await self.policy.opendir(inode)
 
     @guarded
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -124,7 +124,7 @@ class Operations(pyfuse3.Operations):
         # orders by name hash): a listing read in several calls resumes after the last entry
         # it was given even if a swap came between, so no name both generations hold is
         # skipped or given twice.
-        items = await self.serving.entries(fh)
+        items = await self.policy.entries(fh)
         first = bisect.bisect_right(items, start_id, key=lambda item: item[1].st_ino)
         for name, given, host_node in items[first:]:
             if not pyfuse3.readdir_reply(token, os.fsencode(name), given, given.st_ino):
@@ -134,26 +134,26 @@ class Operations(pyfuse3.Operations):
 
     @guarded
     async def releasedir(self, fh: int) -> None:
-        self.serving.releasedir(fh)
+        self.policy.releasedir(fh)
 
     @guarded
     async def open(self, inode: int, flags: int,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        return await self.serving.open(inode, flags)
+        return await self.policy.open(inode, flags)
 
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        return await self.serving.read(fh, off, size)
+        return await self.policy.read(fh, off, size)
 
     @guarded
     async def release(self, fh: int) -> None:
-        self.serving.release(fh)
+        self.policy.release(fh)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         # No reply is sent, so nothing may escape.
         try:
             for inode, count in inode_list:
-                self.serving.forget(inode)
+                self.policy.forget(inode)
                 if self.view.host is not None:
                     self.view.host.forget(inode, count)
         except Exception:

@@ -8,7 +8,7 @@ import stat
 
 import pyfuse3
 
-from mokkafs.fuse.snapshots import Snapshot
+from mokkafs.fuse.told import Told
 from mokkafs.tree.build import Entry
 from mokkafs.tree.nodes import CharDevice, Dir, File, Symlink
 
@@ -46,32 +46,32 @@ def size_of(node: File | Dir | Symlink | CharDevice) -> int:
     return 0
 
 
-def of_entry(entry: Entry, timeout: float, *, snapshot: Snapshot | None = None,
+def of_entry(entry: Entry, timeout: float, *, told: Told | None = None,
              attr_timeout: float | None = None) -> pyfuse3.EntryAttributes:
-    """A tree entry's attributes; with ``snapshot``, the size and mtime of that content (a
+    """A tree entry's attributes; with ``told``, the size and mtime of that content (a
     dynamic file's, or a merged directory's names)."""
     node = entry.node
     size, mtime = size_of(node), entry.mtime_ns
-    if snapshot is not None:
-        mtime = snapshot.mtime_ns
+    if told is not None:
+        mtime = told.mtime_ns
         if isinstance(node, File):
-            size = len(snapshot.content)
+            size = len(told.content)
     return make(entry.inode, entry.mode, size=size, nlink=2 if isinstance(node, Dir) else 1,
                 rdev=os.makedev(node.major, node.minor) if isinstance(node, CharDevice) else 0,
                 mtime_ns=mtime, timeout=timeout, attr_timeout=attr_timeout)
 
 
 def of_host(inode: int, st: os.stat_result, timeout: float,
-            snapshot: Snapshot | None = None,
+            told: Told | None = None,
             attr_timeout: float | None = None) -> pyfuse3.EntryAttributes:
-    """A host sysfs entry's attributes from its stat; with ``snapshot``, the size and mtime of
+    """A host sysfs entry's attributes from its stat; with ``told``, the size and mtime of
     that content."""
     size = 0 if stat.S_ISDIR(st.st_mode) else st.st_size
     mtime = st.st_mtime_ns
-    if snapshot is not None:
-        mtime = snapshot.mtime_ns
+    if told is not None:
+        mtime = told.mtime_ns
         if stat.S_ISREG(st.st_mode):
-            size = len(snapshot.content)
+            size = len(told.content)
     return make(inode, st.st_mode, size=size, nlink=st.st_nlink, uid=st.st_uid, gid=st.st_gid,
                 rdev=st.st_rdev, mtime_ns=mtime, timeout=timeout, attr_timeout=attr_timeout)
 

@@ -1,4 +1,4 @@
-"""Which cache mode a mount serves in (``mokkafs.fuse.modes`` holds how each mode serves): the
+"""Which cache mode a mount serves in (``mokkafs.fuse.policies`` holds how each mode serves): the
 variable that sets the default, whether the installed pyfuse3 carries the project's patch, and
 what to do without it. pyfuse3 is imported only when a mode is chosen, so the command's help
 can name the variable on a machine without FUSE."""

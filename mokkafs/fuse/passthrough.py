@@ -149,8 +149,8 @@ class HostView:
         return self._sysfs(node).read(node.rel, size, offset)
 
     def content(self, node: HostNode, st: os.stat_result) -> bytes | None:
-        """What a no-open snapshot of ``node`` holds: a directory's names, a text attribute's
-        bytes; None when it has none."""
+        """What no-open mode tells the kernel ``node`` holds (``mokkafs.fuse.told``): a
+        directory's names, a text attribute's bytes; None when it has none."""
         sysfs = self.netns.sysfs(node.key)
         if sysfs is None:
             return None

@@ -2,7 +2,7 @@
 directories that merge the host's sysfs (``Dir.merge``), the host's entries.
 
 A merged directory lists the tree's children and the host's names the tree does not have
-(minus its hidden patterns), in inode order (``Serving.listing``); a name the tree lacks is
+(minus its hidden patterns), in inode order (``CachePolicy.listing``); a name the tree lacks is
 looked up on the host.
 Host I/O is blocking: it runs in worker threads, limited so that a host file that blocks cannot
 take every thread the daemon has.
@@ -11,7 +11,6 @@ take every thread the daemon has.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import os
 import time
 from collections.abc import Callable
@@ -21,8 +20,8 @@ import pyfuse3
 import trio
 
 from mokkafs.fuse.passthrough import HostNode, HostView
-from mokkafs.tree.build import Entry, Tree
-from mokkafs.tree.nodes import Dir
+from mokkafs.tree.build import Tree
+from mokkafs.tree.nodes import Dir, hidden
 
 T = TypeVar("T")
 Item = tuple[str, pyfuse3.EntryAttributes, HostNode | None]  # a listing's entry
@@ -61,12 +60,6 @@ class View:
         except OSError as exc:
             raise fuse_error(exc) from None
 
-    def entry(self, tree: Tree, inode: int) -> Entry:
-        entry = tree.get(inode)
-        if entry is None:
-            raise pyfuse3.FUSEError(errno.ENOENT)
-        return entry
-
     def hosted(self, inode: int, missing: int = errno.ENOENT) -> tuple[HostView, HostNode]:
         """The host view and its node for an inode the tree does not hold; the FUSEError
         ``missing`` when there is none (an inode a swap removed that the kernel still
@@ -100,7 +93,7 @@ class View:
         if merged is None or self.host is None or name in (".", ".."):
             return None
         base, hide, _ = merged
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in hide):
+        if hidden(name, hide):
             return None
         rel = f"{base}/{name}".lstrip("/")
         host = self.host
@@ -124,7 +117,7 @@ class View:
         names = self.host.listdir(base, own_key or key) if entry is None \
             else self.host.listdir_merged(base, own_key or key)
         for name in names:
-            if name in taken or any(fnmatch.fnmatchcase(name, p) for p in hide):
+            if name in taken or hidden(name, hide):
                 continue
             found = self.host.find(f"{base}/{name}".lstrip("/"), own_key or key)
             if found is not None:  # gone between the listing and the lstat: not listed

@@ -18,7 +18,7 @@ class Windows:
 
 @dataclass(frozen=True, slots=True)
 class Traffic:
-    """Per-port rates the counters follow; see ``mokkafs.surfaces.ib_traffic``.
+    """Per-port rates the counters follow; see ``mokkafs.counters``.
 
     ``origin`` and ``base`` make counters continue across a change of rates or faults: from
     ``origin`` seconds on, a counter is its ``base`` value plus what the rates add since then,

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mokkafs.clock import Clock, SleepUntil
 from mokkafs.fuse.cache_mode import CacheMode
@@ -15,7 +16,8 @@ from mokkafs.obs.status import Status
 from mokkafs.serve import READY
 from mokkafs.source import Source
 from mokkafs.state import State
-from mokkafs.surfaces import SURFACES, Surface
+from mokkafs.surfaces import SURFACES
+from mokkafs.tree.assemble import Surface
 from mokkafs.tree.build import Tree
 
 
@@ -60,7 +62,7 @@ class Wiring:
     read at, the /proc the host is seen through, the readiness line."""
 
     source: Source
-    surfaces: Sequence[tuple[str, Surface]] = SURFACES
+    surfaces: Sequence[Surface[Any]] = SURFACES
     clock: Clock = time.monotonic
     # how to wait for ``clock`` to reach a time (None: sleep for the difference)
     sleep_until: SleepUntil | None = None

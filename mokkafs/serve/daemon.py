@@ -28,7 +28,6 @@ profile.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import signal
 
@@ -41,9 +40,9 @@ from mokkafs.delivery.share import ParentShare
 from mokkafs.faults.effects import applied, at
 from mokkafs.fuse.adapter import Operations
 from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.modes import serving
 from mokkafs.fuse.mount import Session, prepare_mountpoint, refuse_link
 from mokkafs.fuse.passthrough import HostView
+from mokkafs.fuse.policies import cache_policy
 from mokkafs.fuse.view import TreeHolder, View
 from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
@@ -56,7 +55,7 @@ from mokkafs.serve.process import settle_heap
 from mokkafs.serve.publish import host_dev_nodes, publish_to
 from mokkafs.serve.running import Running
 from mokkafs.serve.swap import Swapper
-from mokkafs.surfaces import build_tree
+from mokkafs.tree.assemble import Assembler
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
     if config.state_dir is not None:
         state_file = StateFile.prepare(config.state_dir, config.mountpoint, wiring.proc)
     state, book = restore_at_start(state_file, profile, now, status)
-    build = functools.partial(build_tree, surfaces=wiring.surfaces)
+    build = Assembler(wiring.surfaces).build
     tree, counts = build(at(state, now), None)
     settle_heap()
     publisher = None
@@ -117,8 +116,9 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         holder = TreeHolder(tree)
         view = View(holder, None if netns is None else HostView(netns), clock=wiring.clock)
         invalidator = Invalidator()
-        mode = serving(config.cache_mode, view, invalidator)
-        ops = Operations(view, mode, metrics.observe_request)
+        policy = cache_policy(config.cache_mode, view, invalidator)
+        policy.prepare(tree)
+        ops = Operations(view, policy, metrics.observe_request)
         # From before the mount exists until after it is gone, stop signals and SIGHUP are
         # taken by this receiver, never by their default action (a death that leaves a dead
         # mount behind): one that comes while mounting waits in it for ``Running._signals``, and one
@@ -140,13 +140,13 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         if publisher is not None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
         running = Running(config, wiring, status, publisher, Swapper(
-            holder, profile, counts, build=build, invalidator=invalidator, status=status,
-            metrics=metrics, clock=wiring.clock, shown_at=now, book=book, state=state,
-            publish=publish_to(publisher, host_sync),
+            holder, profile, counts, build=policy.prepared(build), invalidator=invalidator,
+            status=status, metrics=metrics, clock=wiring.clock, shown_at=now, book=book,
+            state=state, publish=publish_to(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
-        running.start(inner, state, tree, mode.background, signals)
+        running.start(inner, state, tree, policy.background, signals)
         await pyfuse3.main()
     if running.failure is not None:
         raise running.failure

@@ -36,12 +36,12 @@ from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
 from mokkafs.source import Update
 from mokkafs.state import State
+from mokkafs.tree.assemble import Build
 from mokkafs.tree.build import Tree
 from mokkafs.tree.diff import Invalidation, diff
 
 log = logging.getLogger(__name__)
 
-Build = Callable[[State, Tree | None], tuple[Tree, dict[str, int]]]
 Publish = Callable[[State], None]
 Persist = Callable[[FaultBook, State, float], None]  # keep the run-time faults (a state file)
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 from mokkafs.state import Cpu, Machine, State
 from mokkafs.surfaces.pci import cpulist, cpumask
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 SYSTEM = "sys/devices/system"
@@ -119,3 +120,6 @@ def nodes(state: State) -> Iterator[Node]:
         yield from _topology(f"{d}/topology", cpu, m, g, masks)
         yield from _caches(f"{d}/cache", cpu, m, g)
         yield relative_link(f"{d}/node{cpu.node}", f"{NODE}/node{cpu.node}")
+
+
+SURFACE = stateless("cpu", nodes, ("machine", "host"))

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 from mokkafs.state import Platform, State
 from mokkafs.surfaces import power
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 DEVICE = "sys/devices/virtual/dmi/id"
@@ -84,3 +85,6 @@ def nodes(state: State) -> Iterator[Node]:
     yield relative_link(f"{DEVICE}/subsystem", DMI_CLASS)
     yield Dir(DMI_CLASS)
     yield relative_link(f"{DMI_CLASS}/id", DEVICE)
+
+
+SURFACE = stateless("dmi", nodes, ("platform",))

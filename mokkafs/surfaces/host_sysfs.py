@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mokkafs.state import State
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, Node
 
 
@@ -20,3 +21,6 @@ def nodes(state: State) -> Iterator[Node]:
     yield Dir("sys/devices", merge="devices", hide=("pci*",))
     yield Dir("sys/bus", merge="bus")
     yield Dir("sys/class", merge="class")
+
+
+SURFACE = stateless("host_sysfs", nodes, ("host",))

@@ -13,9 +13,11 @@ import errno
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mokkafs import counters
 from mokkafs.profile.identity import format_guid
 from mokkafs.state import IB_HW_COUNTERS, Hca, IbPort, State, Traffic
-from mokkafs.surfaces import ib_traffic, rdma_cm
+from mokkafs.surfaces import rdma_cm
+from mokkafs.tree.assemble import Surface
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
 SYS_CLASS = "sys/class"
@@ -68,10 +70,10 @@ class CounterText:
     quantum: float
 
     def __call__(self, now: float) -> bytes:
-        t = ib_traffic.elapsed(now, self.started_at, self.quantum)
-        value = ib_traffic.counters_at(self.traffic, t).get(self.name)
+        t = counters.elapsed(now, self.started_at, self.quantum)
+        value = counters.counters_at(self.traffic, t).get(self.name)
         if value is None:  # a counter this traffic never moves
-            value = ib_traffic.counter(self.traffic, self.name, t)
+            value = counters.counter(self.traffic, self.name, t)
         return f"{value}\n".encode()
 
 
@@ -80,7 +82,7 @@ def _counter_file(path: str, port: IbPort, name: str, moving: frozenset[str],
     """A counter the traffic moves is computed when read; any other is a fixed file (most
     error counters: nothing recomputes them, and the kernel keeps them like any attribute)."""
     if name not in moving:
-        return text(path, ib_traffic.constant(port.traffic, name))
+        return text(path, counters.constant(port.traffic, name))
     return File(path, CounterText(port.traffic, name, started_at, quantum), quantum=quantum)
 
 
@@ -88,12 +90,17 @@ def _counter_file(path: str, port: IbPort, name: str, moving: frozenset[str],
 # port, and the State's started_at and counter quantum (the counters' clock).
 PortInputs = tuple[str, int, int, IbPort, float, float]
 
-# A port's subtree is most of this surface (some hundred nodes), and most swaps leave ports
-# alone: a firmware version changes every HCA and no port, a fault one port of one HCA. The
-# last run's subtrees are kept by their inputs and reused when a port's are the same. One run
-# only, so no subtree outlives the tree that holds it by more than a swap; runs in two threads
-# at once at worst miss each other's.
-_last_ports: dict[PortInputs, tuple[Node, ...]] = {}
+
+class PortCache:
+    """The port subtrees of the surface's last run, by their inputs. A port's subtree is most
+    of this surface (some hundred nodes), and most swaps leave ports alone: a firmware version
+    changes every HCA and no port, a fault one port of one HCA. A run reuses the subtrees of
+    ports whose inputs are the same. One run only, so no subtree outlives the tree that holds
+    it by more than a swap; runs in two threads at once at worst miss each other's. Its owner
+    (the assembler, ``mokkafs.tree.assemble``) passes it to every run."""
+
+    def __init__(self) -> None:
+        self.last: dict[PortInputs, tuple[Node, ...]] = {}
 
 
 def _port(base: str, gid_table_len: int, pkey_table_len: int, port: IbPort,
@@ -120,10 +127,10 @@ def _port(base: str, gid_table_len: int, pkey_table_len: int, port: IbPort,
         yield File(f"{p}/gid_attrs/ndevs/{i}", b"", 0o444, error=errno.EINVAL)
     for i in range(pkey_table_len):
         yield text(f"{p}/pkeys/{i}", "0xffff" if i == 0 else "0x0000")
-    moving = ib_traffic.moving(port.traffic)
-    for name in ib_traffic.COUNTERS:
+    moving = counters.moving(port.traffic)
+    for name in counters.COUNTERS:
         yield _counter_file(f"{p}/counters/{name}", port, name, moving, started_at, quantum)
-    for ext, name in ib_traffic.COUNTERS_EXT.items():
+    for ext, name in counters.COUNTERS_EXT.items():
         yield _counter_file(f"{p}/counters_ext/{ext}", port, name, moving, started_at,
                             quantum)
     yield Dir(f"{p}/hw_counters")
@@ -208,10 +215,9 @@ def _hca_device_numbers(state: State) -> list[tuple[str, int, int]]:
     return out
 
 
-def nodes(state: State) -> Iterator[Node]:
-    global _last_ports
+def nodes(state: State, ports: PortCache) -> Iterator[Node]:
     if not state.hcas:
-        _last_ports = {}  # nothing kept for a node that may never serve InfiniBand again
+        ports.last = {}  # nothing kept for a node that may never serve InfiniBand again
     if not state.rdma_loaded:
         return iter(())
     out: list[Node] = [CharDevice(path.lstrip("/"), major, minor)
@@ -220,9 +226,13 @@ def nodes(state: State) -> Iterator[Node]:
             Dir(f"{SYS_CLASS}/infiniband_mad"),
             text(f"{SYS_CLASS}/infiniband_verbs/abi_version", 6),
             text(f"{SYS_CLASS}/infiniband_mad/abi_version", 5)]
-    last = _last_ports
+    last = ports.last
     made: dict[PortInputs, tuple[Node, ...]] = {}
     for hca in state.hcas:
         out.extend(_hca(hca, state, last, made))
-    _last_ports = made  # only once the run is whole
+    ports.last = made  # only once the run is whole
     return iter(out)
+
+
+SURFACE = Surface("infiniband", nodes, ("hcas", "functions", "char_majors", "started_at",
+                                        "counter_quantum", "rdma_loaded"), PortCache)

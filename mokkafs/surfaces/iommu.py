@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mokkafs.state import State
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, Node, relative_link, text
 
 GROUPS = "sys/kernel/iommu_groups"
@@ -27,3 +28,6 @@ def nodes(state: State) -> Iterator[Node]:
         yield text(f"{g}/reserved_regions", RESERVED)
         yield relative_link(f"{g}/devices/{fn.bdf}", fn.path)
         yield relative_link(f"{fn.path}/iommu_group", g)
+
+
+SURFACE = stateless("iommu", nodes, ("functions", "iommu"))

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from mokkafs.state import State
 from mokkafs.surfaces.pci import BUS_PCI
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 MODULES = "sys/module"
@@ -132,3 +133,6 @@ def nodes(state: State) -> Iterator[Node]:
     for m in modules:
         yield from _module(m, holders[m.name])
     yield File(PROC_MODULES, proc_modules(state, modules), 0o444)
+
+
+SURFACE = stateless("modules", nodes, ("driver", "pci_drivers", "rdma_loaded", "host"))

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from mokkafs.state import Machine, NumaNode, State
 from mokkafs.surfaces.cpu import CPU, NODE
 from mokkafs.surfaces.pci import cpulist, cpumask
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 HUGEPAGE_SIZES_KIB = (2048, 1048576)
@@ -83,3 +84,6 @@ def nodes(state: State) -> Iterator[Node]:
                cpulist(tuple(n.id for n in m.nodes if n.gpu is None)))
     for node in m.nodes:
         yield from _node(node, m)
+
+
+SURFACE = stateless("numa", nodes, ("machine",))

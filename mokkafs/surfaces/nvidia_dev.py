@@ -31,6 +31,7 @@ from mokkafs.surfaces.proc_driver_nvidia import (
     MODE_ALL_READ,
     MODE_ROOT,
 )
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import CharDevice, Dir, Node
 
 CTL_MINOR = 255  # NV_CONTROL_DEVICE_MINOR
@@ -84,3 +85,6 @@ def nodes(state: State) -> Iterator[Node]:
         yield Dir(CAPS_DIR)
     for path, major, minor, mode in numbers:
         yield CharDevice(path.lstrip("/"), major, minor, mode)
+
+
+SURFACE = stateless("nvidia_dev", nodes, ("functions", "char_majors", "pci_drivers"))

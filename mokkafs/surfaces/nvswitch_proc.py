@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from mokkafs.state import State
 from mokkafs.surfaces.nvidia_dev import MODE_NVSWITCH, nvswitches
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
 
 NVSWITCH = "proc/driver/nvidia-nvswitch"
@@ -37,3 +38,6 @@ def nodes(state: State) -> Iterator[Node]:
         d = f"{NVSWITCH}/devices/{bdf}"
         yield Dir(d)
         yield File(f"{d}/information", f"BIOS Version: {BIOS_VERSION}\n".encode())
+
+
+SURFACE = stateless("nvswitch_proc", nodes, ("functions", "pci_drivers"))

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from mokkafs.state import PciFunction, RootComplex, State
 from mokkafs.surfaces import power
 from mokkafs.surfaces.pci_config import config_space, resource_text
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 SYS_DEVICES = "sys/devices"
@@ -150,3 +151,7 @@ def nodes(state: State) -> Iterator[Node]:
         yield from _function(fn, state)
         yield relative_link(f"{BUS_PCI}/devices/{fn.bdf}", fn.path)
         yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", fn.path)
+
+
+SURFACE = stateless("pci", nodes, ("functions", "roots", "nr_cpus", "started_at",
+                                   "counter_quantum", "pci_drivers"))

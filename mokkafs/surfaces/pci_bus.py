@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from mokkafs.state import State
 from mokkafs.surfaces import power
 from mokkafs.surfaces.pci import cpulist, cpumask
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 PCI_BUS_CLASS = "sys/class/pci_bus"
@@ -38,3 +39,6 @@ def nodes(state: State) -> Iterator[Node]:
         if fn.bridge is not None:
             bus_id = f"{fn.bdf[:4]}:{fn.bridge.secondary:02x}"
             yield from _bus(fn.path, bus_id, fn.cpus, state.nr_cpus)
+
+
+SURFACE = stateless("pci_bus", nodes, ("functions", "roots", "nr_cpus"))

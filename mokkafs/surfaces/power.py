@@ -7,8 +7,8 @@ import errno
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mokkafs import counters
 from mokkafs.state import State
-from mokkafs.surfaces import ib_traffic
 from mokkafs.tree.nodes import Dir, File, Node, text
 
 
@@ -21,7 +21,7 @@ class ActiveMilliseconds:
     quantum: float
 
     def __call__(self, now: float) -> bytes:
-        return f"{int(ib_traffic.elapsed(now, self.started_at, self.quantum) * 1000)}\n".encode()
+        return f"{int(counters.elapsed(now, self.started_at, self.quantum) * 1000)}\n".encode()
 
 
 def of_pci_function(d: str, state: State) -> Iterator[Node]:

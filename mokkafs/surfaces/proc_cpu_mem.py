@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from mokkafs.state import Cpu, Machine, State
 from mokkafs.surfaces.numa import free_kib, usable_kib
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import File, Node
 
 CPUINFO, MEMINFO = "proc/cpuinfo", "proc/meminfo"
@@ -88,3 +89,6 @@ def nodes(state: State) -> Iterator[Node]:
         return
     yield File(CPUINFO, cpuinfo(state), 0o444)
     yield File(MEMINFO, meminfo(state), 0o444)
+
+
+SURFACE = stateless("proc_cpu_mem", nodes, ("machine", "platform"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mokkafs.state import State
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import File, Node
 
 PATH = "proc/devices"
@@ -43,3 +44,6 @@ def render(state: State) -> bytes:
 
 def nodes(state: State) -> Iterator[Node]:
     yield File(PATH, render(state), 0o444)
+
+
+SURFACE = stateless("proc_devices", nodes, ("host", "char_majors"))

@@ -25,6 +25,7 @@ import functools
 from collections.abc import Iterator
 
 from mokkafs.state import PciFunction, State
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
 
 DRIVER = "proc/driver/nvidia"
@@ -158,3 +159,6 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(f"{CAPS}/mig-minors", mig_minors())
     yield File(f"{CAPS}/nvlink-minors", b"fabric-mgmt 0\n")
     yield File(f"{CAPS}/sys-minors", f"fabric-imex-mgmt {FABRIC_IMEX_MGMT}\n".encode())
+
+
+SURFACE = stateless("proc_driver_nvidia", nodes, ("functions", "driver", "platform", "pci_drivers"))

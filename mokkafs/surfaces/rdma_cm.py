@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from mokkafs.state import State
 from mokkafs.surfaces import power
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
 
 MISC_MAJOR = 10
@@ -41,3 +42,6 @@ def nodes(state: State) -> Iterator[Node]:
     yield from power.of_class_device(DEVICE)
     yield relative_link(f"{DEVICE}/subsystem", MISC_CLASS)
     yield relative_link(f"{MISC_CLASS}/rdma_cm", DEVICE)
+
+
+SURFACE = stateless("rdma_cm", nodes, ("rdma_loaded",))

@@ -11,7 +11,6 @@ when content changes.
 from __future__ import annotations
 
 import bisect
-import functools
 import hashlib
 import stat
 from collections.abc import Iterable, Sequence
@@ -86,14 +85,16 @@ class TreeError(ValueError):
 Part = tuple[object, tuple[Node, ...]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class Tree:
     """An immutable snapshot: inode -> Entry. A name is looked up in its parent's sorted
-    children (no second index: at 256 HCAs one would cost 5 MiB). ``parts`` keeps what each
-    surface described, so the next build can reuse what did not change."""
+    children (no second index: at 256 HCAs one would cost 5 MiB). ``dynamic_parents`` are the
+    directories holding files whose content changes with time (IB counters, ...). ``parts``
+    keeps what each surface described, so the next build can reuse what did not change."""
 
     generation: int
     entries: dict[Inode, Entry]
+    dynamic_parents: frozenset[Inode] = field(compare=False)
     parts: dict[str, Part] = field(default_factory=dict, compare=False)
 
     def lookup(self, parent: int, name: str) -> Entry | None:
@@ -106,47 +107,6 @@ class Tree:
 
     def get(self, inode: int) -> Entry | None:
         return self.entries.get(Inode(inode))
-
-    @functools.cached_property
-    def dynamic_parents(self) -> frozenset[Inode]:
-        """The directories holding files whose content changes with time (IB counters, ...)."""
-        return frozenset(e.parent for e in self.entries.values()
-                         if isinstance(e.node, File) and e.node.dynamic)
-
-    @functools.cached_property
-    def stepped(self) -> dict[Inode, tuple[Inode, ...]]:
-        """The directories whose readable dynamic files all change only at steps (a quantum),
-        with those files: what rounds can keep fresh (``mokkafs.fuse.rounds``)."""
-        out: dict[Inode, tuple[Inode, ...]] = {}
-        for directory in self.dynamic_parents:
-            files = [f for ino in self.entries[directory].inodes
-                     if isinstance((f := self.entries[ino]).node, File) and f.node.dynamic
-                     and not f.node.error]
-            if files and all(f.node.quantum > 0 for f in files):  # type: ignore[union-attr]
-                out[directory] = tuple(f.inode for f in files)
-        return out
-
-    @functools.cached_property
-    def triggers(self) -> dict[Inode, Inode]:
-        """Directories whose entry starts a round, with the unit the round is for: a stepped
-        directory's parent marked as a unit (``Dir.unit``) is both; a stepped directory whose
-        parent is not is the trigger of a unit of its parent."""
-        out: dict[Inode, Inode] = {}
-        for directory in self.stepped:
-            parent = self.entries[directory].parent
-            node = self.entries[parent].node
-            out[parent if isinstance(node, Dir) and node.unit else directory] = parent
-        return out
-
-    @functools.cached_property
-    def unit_files(self) -> dict[Inode, tuple[Entry, ...]]:
-        """Each unit (a value of ``triggers``) with the stepped files of its subdirectories:
-        what its round keeps fresh."""
-        out: dict[Inode, tuple[Entry, ...]] = {}
-        for directory, files in self.stepped.items():
-            unit = self.entries[directory].parent
-            out[unit] = out.get(unit, ()) + tuple(self.entries[f] for f in files)
-        return out
 
     def resolve(self, path: str) -> Entry | None:
         """The entry at a mount-relative path, without following symlinks."""
@@ -192,10 +152,9 @@ def patch(previous: Tree, changes: Sequence[tuple[Sequence[Node], Sequence[Node]
                 return None
             kinds_kept &= not isinstance(a, File) or a.dynamic == b.dynamic  # type: ignore[union-attr]
             entries[ino] = Entry(ino, entry.parent, b, entry.names, entry.inodes, mtime_ns)
-    tree = Tree(generation, entries, parts)
-    if kinds_kept and "dynamic_parents" in previous.__dict__:  # the same directories hold them
-        tree.__dict__["dynamic_parents"] = previous.__dict__["dynamic_parents"]
-    return tree
+    # (with no file turned static or dynamic, the same directories hold dynamic files)
+    dynamic = previous.dynamic_parents if kinds_kept else dynamic_parents(entries)
+    return Tree(generation, entries, dynamic, parts)
 
 
 def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
@@ -257,7 +216,13 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
         names, inos = kids[parent]
         for name, ino in zip(names, inos, strict=True):
             add(ino, parent, siblings[name])
-    return Tree(generation, entries, parts or {})
+    return Tree(generation, entries, dynamic_parents(entries), parts or {})
+
+
+def dynamic_parents(entries: dict[Inode, Entry]) -> frozenset[Inode]:
+    """The directories holding files whose content changes with time."""
+    return frozenset(e.parent for e in entries.values()
+                     if isinstance(e.node, File) and e.node.dynamic)
 
 
 def _at(path: str, below: dict[str, dict[str, Node]], root: Dir) -> Node:

@@ -1,7 +1,10 @@
 """What a surface describes: directories, files and symlinks at paths below the mount root.
 
 A ``File`` holds either its bytes (static) or a function of the time (dynamic: IB counters).
-Dynamic content is computed when a reader opens the file, never in the background.
+The tree never computes dynamic content; the FUSE side does, when it serves it. In keep-cache
+mode that is when a reader opens the file. In no-open mode it is when the kernel asks for the
+file's attributes, or when a refresh puts its unit's fresh content into the page cache
+(``mokkafs.fuse.refresh``), for hot units at each step.
 ``error`` makes a file that exists but fails to read with that errno, as some sysfs attributes
 do (write-only ``remove``, ``gid_attrs/ndevs`` on an InfiniBand port).
 
@@ -50,7 +53,7 @@ class Dir(Placed):
     except names matching a ``hide`` pattern and names the tree itself has. With ``unit``
     set, the stepped files of its subdirectories are refreshed together when its own entry
     is looked up (an IB port: ``counters/`` and ``counters_ext/`` in one request a step;
-    ``mokkafs.fuse.rounds``); every path to them passes through it."""
+    ``mokkafs.fuse.refresh``); every path to them passes through it."""
 
     path: InitVar[str]
     mode: int = 0o755
@@ -59,7 +62,12 @@ class Dir(Placed):
     unit: bool = False
 
     def hides(self, name: str) -> bool:
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.hide)
+        return hidden(name, self.hide)
+
+
+def hidden(name: str, patterns: tuple[str, ...]) -> bool:
+    """Whether a host name matches one of a merged directory's hide patterns (``Dir.hide``)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
 @dataclass(frozen=True, slots=True)

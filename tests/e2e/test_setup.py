@@ -37,7 +37,7 @@ def test_installing_the_package_prints_no_warning_and_ships_the_hook(tmp_path: P
     (wheel,) = (tmp_path / "wheel").glob("mokkafs-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "mokkafs/bin/mokkafs-hook" in names
-    # what a stock pyfuse3's warning sends a pip user to (mokkafs.fuse.modes.patch_help)
+    # what a stock pyfuse3's warning sends a pip user to (mokkafs.fuse.cache_mode.patch_help)
     data = "mokkafs-0.1.0.data/data/share/mokkafs/pyfuse3/"
     assert {data + f for f in ("README.md", "pass-inode-when-no-open.patch",
                                "build-pyfuse3.sh")} <= set(names)

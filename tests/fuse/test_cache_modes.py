@@ -1,4 +1,4 @@
-"""The two cache modes (mokkafs.fuse.modes): which one serves, what each costs in requests that
+"""The two cache modes (mokkafs.fuse.policies): which one serves, what each costs in requests that
 reach the daemon, that no-open mode stays exact (sizes, staleness, host entries that change),
 and that a stock pyfuse3 falls back to keep-cache mode."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mokkafs.surfaces import ib_traffic
+from mokkafs import counters
 from tests.conftest import H100_GPU0, device_path, require_tool, state_of
 from tests.helpers.metrics import fuse_requests
 from tests.helpers.mounts import HOST_ATTRIBUTE, REPO, Mount, free_port, mokkafs_mount, wait_for
@@ -233,8 +233,8 @@ def test_a_port_read_in_consecutive_steps_is_kept_fresh_without_asking(tmp_path:
         return int(counter.read_text())
 
     def expect(at: float) -> int:  # the daemon started at 1000.0
-        return ib_traffic.counter(traffic, "port_xmit_data",
-                                  ib_traffic.elapsed(at, 1000.0, 0.1))
+        return counters.counter(traffic, "port_xmit_data",
+                                  counters.elapsed(at, 1000.0, 0.1))
 
     with mokkafs_mount(mnt, args, command=command):
         assert value() == 0
@@ -266,26 +266,26 @@ def test_a_port_refreshes_in_one_request_per_step(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}/metrics"
     traffic = state_of("h100").hcas[0].ports[0].traffic
     with mokkafs_mount(mnt, args, command=command) as mount:
-        counters = mount.path / COUNTER.rsplit("/", 1)[0]
-        files = sorted(counters.iterdir())
-        ext = counters.parent / "counters_ext"  # the port's other directory: same round
+        port_dir = mount.path / COUNTER.rsplit("/", 1)[0]
+        files = sorted(port_dir.iterdir())
+        ext = port_dir.parent / "counters_ext"  # the port's other directory: same round
         ext_files = sorted(ext.iterdir())
-        assert len(files) > 20 and len(ext_files) == len(ib_traffic.COUNTERS_EXT)
+        assert len(files) > 20 and len(ext_files) == len(counters.COUNTERS_EXT)
         for _ in range(2):  # step 1000.0: all zero
             assert all(int(f.read_text()) == 0 for f in files + ext_files)
         clock.write_text("1000.5")  # step 1000.4: 0.4 s of traffic
         before = requests(url)
-        expect = {f.name: ib_traffic.counter(traffic, f.name, 0.4) for f in files}
-        wait_for(lambda: int((counters / "port_xmit_data").read_text())
+        expect = {f.name: counters.counter(traffic, f.name, 0.4) for f in files}
+        wait_for(lambda: int((port_dir / "port_xmit_data").read_text())
                  == expect["port_xmit_data"], 10, "the next step")
         polled = delta(before, requests(url))
         assert {f.name: int(f.read_text()) for f in files} == expect
         assert {f.name: int(f.read_text()) for f in ext_files} == {
-            name: expect[mirrored] for name, mirrored in ib_traffic.COUNTERS_EXT.items()}
+            name: expect[mirrored] for name, mirrored in counters.COUNTERS_EXT.items()}
         asked = delta(before, requests(url))
     # A file that grew is re-sized by the kernel (one GETATTR); none is read from the daemon.
     grew = [n for n, v in expect.items() if len(str(v)) > 1]
-    grew += [n for n, mirrored in ib_traffic.COUNTERS_EXT.items() if mirrored in grew]
+    grew += [n for n, mirrored in counters.COUNTERS_EXT.items() if mirrored in grew]
     assert asked.get("read", 0) == 0 and asked.get("getattr", 0) <= len(grew) < len(files), asked
     # the port's directory, once per poll; nothing more once the step's values were in
     assert asked.get("lookup", 0) == polled.get("lookup", 0) >= 1, (polled, asked)
@@ -310,10 +310,10 @@ def test_a_reader_below_a_port_sees_new_counters_once_their_directory_expires(
     url = f"http://127.0.0.1:{port}/metrics"
     traffic = state_of("h100").hcas[0].ports[0].traffic
     with mokkafs_mount(mnt, args, command=command) as mount:
-        counters = os.open(mount.path / COUNTER.rsplit("/", 1)[0], os.O_RDONLY | os.O_DIRECTORY)
+        dir_fd = os.open(mount.path / COUNTER.rsplit("/", 1)[0], os.O_RDONLY | os.O_DIRECTORY)
         try:
             def value(name: str) -> int:
-                fd = os.open(name, os.O_RDONLY, dir_fd=counters)
+                fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
                 try:
                     return int(os.read(fd, 64))
                 finally:
@@ -322,13 +322,13 @@ def test_a_reader_below_a_port_sees_new_counters_once_their_directory_expires(
             assert value("port_xmit_data") == value("port_rcv_data") == 0
             clock.write_text("1000.5")  # step 1000.4
             before = requests(url)
-            expect = ib_traffic.counter(traffic, "port_xmit_data", 0.4)
+            expect = counters.counter(traffic, "port_xmit_data", 0.4)
             wait_for(lambda: value("port_xmit_data") == expect, 10,
                      "counters/ to expire and bring the port's new step")
-            assert value("port_rcv_data") == ib_traffic.counter(traffic, "port_rcv_data", 0.4)
+            assert value("port_rcv_data") == counters.counter(traffic, "port_rcv_data", 0.4)
             asked = delta(before, requests(url))
         finally:
-            os.close(counters)
+            os.close(dir_fd)
     assert asked.get("lookup", 0) == 0 and asked.get("read", 0) == 0, asked
     # counters/ itself, each time it expired while polled; the two files that grew, once each
     assert 1 <= asked.get("getattr", 0) <= 2 + 10 / 0.5, asked

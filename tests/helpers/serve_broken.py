@@ -21,6 +21,7 @@ from mokkafs.serve.daemon import serve
 from mokkafs.serve.process import raise_fd_limit, setup_logging
 from mokkafs.serve.wiring import wire
 from mokkafs.state import State
+from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import File, Node
 
 BLOCK_SECONDS = 600.0
@@ -44,7 +45,7 @@ def main() -> None:
             time.sleep(BLOCK_SECONDS)
         yield File("broken", explode)
 
-    wiring.surfaces = (*wiring.surfaces, ("broken", broken_surface))
+    wiring.surfaces = (*wiring.surfaces, stateless("broken", broken_surface, ("functions",)))
     raise_fd_limit()
     trio.run(serve, config, wiring)
 

@@ -4,7 +4,7 @@ daemon's clock is the number in CLOCK-FILE (seconds), so counters and fault tran
 exact functions of the time the test sets, and no test waits for real time to pass. (The daemon
 waits for a fault transition by looking at the file every few milliseconds: only here, where
 time is the test's.) The kernel's attribute timeouts run on real time: ``--stepped-dir-timeout``
-shortens the one of directories of counters (``mokkafs.fuse.rounds.STEPPED_DIR_TIMEOUT``) so a
+shortens the one of directories of counters (``mokkafs.fuse.refresh.STEPPED_DIR_TIMEOUT``) so a
 test can see it end."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import trio
 
 from mokkafs.cli import parse_mount
-from mokkafs.fuse import rounds
+from mokkafs.fuse import refresh
 from mokkafs.serve.daemon import serve
 from mokkafs.serve.process import setup_logging
 from mokkafs.serve.wiring import wire
@@ -27,7 +27,7 @@ def main() -> None:
     clock_file = Path(sys.argv[1])
     args = sys.argv[2:]
     if args[:1] == ["--stepped-dir-timeout"]:
-        rounds.STEPPED_DIR_TIMEOUT = float(args[1])
+        refresh.STEPPED_DIR_TIMEOUT = float(args[1])
         args = args[2:]
 
     def clock() -> float:

@@ -18,8 +18,10 @@ import trio
 
 from mokkafs.fuse.adapter import Operations
 from mokkafs.fuse.cache_mode import CacheMode
-from mokkafs.fuse.modes import KeepCache, NoOpen, serving
+from mokkafs.fuse.keep_cache import KeepCache
+from mokkafs.fuse.no_open import NoOpen
 from mokkafs.fuse.passthrough import HostView
+from mokkafs.fuse.policies import cache_policy
 from mokkafs.fuse.view import STATIC_TIMEOUT, TreeHolder, View
 from mokkafs.host.sysfs import Sysfs
 from mokkafs.tree.build import Tree, build
@@ -115,7 +117,7 @@ def make(tmp_path: Path, mode: CacheMode, broken: bool = False,
     holder = TreeHolder(small_tree())
     clock = Clock()
     view = View(holder, HostView(Instances(host_root(tmp_path), broken)), clock=clock)
-    return Operations(view, serving(mode, view)), holder, clock
+    return Operations(view, cache_policy(mode, view)), holder, clock
 
 
 def run(fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -202,7 +204,7 @@ def test_no_open_serves_a_static_file_as_the_kernel_was_told_its_size(
         assert again.st_size == 12
         assert await ops.read(vendor.st_ino, 0, 4096) == b"0x15b3-long\n"
         holder.tree = small_tree(3, vendor="0x10de")
-        listed = {name: attrs for name, attrs, _ in await ops.serving.entries(
+        listed = {name: attrs for name, attrs, _ in await ops.policy.entries(
             (await lookup_path(ops, GPU)).st_ino)}
         assert listed["vendor"].st_size == 7  # a listing gives the kernel sizes too
         assert await ops.read(vendor.st_ino, 0, 4096) == b"0x10de\n"
@@ -250,17 +252,17 @@ def test_merged_listing_and_host_nodes(tmp_path: Path, mode: CacheMode) -> None:
 
     async def main() -> None:
         sys_attrs = await lookup_path(ops, "sys")
-        fh = await ops.serving.opendir(sys_attrs.st_ino) if mode is CacheMode.KEEP_CACHE \
+        fh = await ops.policy.opendir(sys_attrs.st_ino) if mode is CacheMode.KEEP_CACHE \
             else sys_attrs.st_ino
-        items = await ops.serving.entries(fh)
+        items = await ops.policy.entries(fh)
         names = sorted(name for name, _, _ in items)
         assert names == ["broken", "bus", "class", "counter", "devices", "kernel"]
         inodes = [attrs.st_ino for _, attrs, _ in items]
         assert inodes == sorted(inodes)  # in the order of the offsets READDIR gives
         devices = await lookup_path(ops, "sys/devices")
-        fh = await ops.serving.opendir(devices.st_ino) if mode is CacheMode.KEEP_CACHE \
+        fh = await ops.policy.opendir(devices.st_ino) if mode is CacheMode.KEEP_CACHE \
             else devices.st_ino
-        listed = sorted(name for name, _, _ in await ops.serving.entries(fh))
+        listed = sorted(name for name, _, _ in await ops.policy.entries(fh))
         assert listed == ["pci0000:00", "system"]  # the tree's root; the host's pci* hidden
         online = await lookup_path(ops, "sys/devices/system/cpu/online")
         assert stat.S_ISREG(online.st_mode) and host.held == 3  # system, cpu, online
@@ -287,7 +289,7 @@ def test_a_host_attribute_not_everyone_may_read_is_never_read_for_a_stat(
     sysfs.reads = []
     instances.own = sysfs
     view = View(TreeHolder(small_tree()), HostView(instances), clock=Clock())
-    ops = Operations(view, serving(mode, view))
+    ops = Operations(view, cache_policy(mode, view))
     nobody = cast(pyfuse3.RequestContext, SimpleNamespace(pid=os.getpid(), uid=65534,
                                                            gid=65534, umask=0))
 
@@ -300,8 +302,8 @@ def test_a_host_attribute_not_everyone_may_read_is_never_read_for_a_stat(
             assert again.st_size == 4096 and sysfs.reads == []
             if mode is CacheMode.NO_OPEN:
                 assert secret.attr_timeout == again.attr_timeout == 0
-        listed = {name: attrs for name, attrs, _ in await ops.serving.entries(
-            await ops.serving.opendir(kernel_mm.st_ino) if mode is CacheMode.KEEP_CACHE
+        listed = {name: attrs for name, attrs, _ in await ops.policy.entries(
+            await ops.policy.opendir(kernel_mm.st_ino) if mode is CacheMode.KEEP_CACHE
             else kernel_mm.st_ino)}
         assert listed["secret"].st_size == 4096 and sysfs.reads == []
         public = await ops.lookup(kernel_mm.st_ino, b"public", nobody)
@@ -329,7 +331,7 @@ def test_a_host_directory_that_cannot_be_listed_is_an_error(tmp_path: Path,
         if mode is CacheMode.NO_OPEN:
             # getattr of a merged directory lists the host's names to date its listing
             assert await errno_of(ops.getattr(inode, CTX)) == errno.EMFILE
-            assert await errno_of(ops.serving.entries(inode)) == errno.EMFILE
+            assert await errno_of(ops.policy.entries(inode)) == errno.EMFILE
         else:
             assert await errno_of(ops.opendir(inode, CTX)) == errno.EMFILE
 
@@ -356,9 +358,9 @@ def test_a_handler_that_raises_answers_eio_alone(tmp_path: Path, mode: CacheMode
 
 def test_modes_are_chosen_once(tmp_path: Path) -> None:
     ops, _, _ = make(tmp_path, CacheMode.NO_OPEN)
-    assert isinstance(ops.serving, NoOpen)
+    assert isinstance(ops.policy, NoOpen)
     ops, _, _ = make(tmp_path / "k", CacheMode.KEEP_CACHE)
-    assert isinstance(ops.serving, KeepCache)
+    assert isinstance(ops.policy, KeepCache)
 
 
 
@@ -381,9 +383,9 @@ def test_a_listing_that_spans_a_swap_lists_the_new_tree(tmp_path: Path, mode: Ca
     async def main() -> None:
         sys_attrs = await lookup_path(ops, "sys")
         view.host_entries = swapping  # type: ignore[method-assign,assignment]
-        fh = await ops.serving.opendir(sys_attrs.st_ino) if mode is CacheMode.KEEP_CACHE \
+        fh = await ops.policy.opendir(sys_attrs.st_ino) if mode is CacheMode.KEEP_CACHE \
             else sys_attrs.st_ino
-        listed = {name: attrs for name, attrs, _ in await ops.serving.entries(fh)}
+        listed = {name: attrs for name, attrs, _ in await ops.policy.entries(fh)}
         assert swaps and listed["extra"].st_size == 3
         assert {"bus", "class", "counter", "devices", "kernel"} < listed.keys()
 

@@ -8,8 +8,9 @@ import pytest
 
 from mokkafs.errors import ProfileError
 from mokkafs.profile import vpd
-from mokkafs.surfaces import build_tree, nvidia_dev, nvswitch_proc
+from mokkafs.surfaces import SURFACES, nvidia_dev, nvswitch_proc
 from mokkafs.surfaces.pci_config import VPD_CAP, config_space
+from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.nodes import File
 from tests.conftest import state_of
 from tests.helpers.mounts import SHIPPED_PROFILES
@@ -55,7 +56,7 @@ def test_only_the_b200_management_ports_carry_sw_mng() -> None:
 @pytest.mark.parametrize("profile", ["h100", "h200", "a100", "b200", "gb200"])
 def test_nvswitch_proc_entries_match_the_device_nodes(profile: str) -> None:
     state = state_of(profile)
-    build_tree(state)  # no surface collides with the new entries
+    Assembler(SURFACES).build(state)  # no surface collides with the new entries
     names = {n.path for n in nvswitch_proc.nodes(state)}
     entries = sorted(p.rsplit("/", 2)[1] for p in names if p.endswith("/information"))
     dev = [p for p, *_ in nvidia_dev.device_numbers(state)

@@ -22,7 +22,8 @@ from mokkafs.profile.schema import MAX_FAULTS, Fault, FaultFile
 from mokkafs.serve.faults import MIN_GAP, FaultScheduler
 from mokkafs.serve.swap import Installed, Prepared, Swapper
 from mokkafs.state import State
-from mokkafs.surfaces import build_tree
+from mokkafs.surfaces import SURFACES
+from mokkafs.tree.assemble import Assembler
 from tests.helpers.clocks import JumpingClock
 from tests.unit.test_faults import NullKernel, port_file, with_faults
 
@@ -99,11 +100,11 @@ class Recording(Swapper):
 def transitions(state: State, clock: JumpingClock, last: float) -> list[tuple[float, str]]:
     """Run the scheduler over ``state`` (shown as of 0) on ``clock`` until it installs the
     view of ``last``, then until it has nothing left to do; what it installed."""
-    tree, counts = build_tree(at(state, 0.0))
+    tree, counts = Assembler(SURFACES).build(at(state, 0.0))
 
     async def main() -> list[tuple[float, str]]:
         status = Status()
-        swapper = Recording(TreeHolder(tree), state, counts, build=build_tree,
+        swapper = Recording(TreeHolder(tree), state, counts, build=Assembler(SURFACES).build,
                             invalidator=Invalidator(NullKernel()), status=status,
                             metrics=Metrics(status), clock=clock, shown_at=0.0)
         swapper.installs, swapper.last, swapper.reached = [], last, trio.Event()

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from mokkafs import counters
 from mokkafs.errors import ProfileError
 from mokkafs.faults.effects import applied, at, carry
 from mokkafs.faults.schedule import next_change, status, windows
 from mokkafs.profile.faults import selected
 from mokkafs.state import FaultSpec, State
-from mokkafs.surfaces import ib_traffic
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
 from tests.conftest import state_of, tree_of
@@ -247,7 +247,7 @@ def test_counters_stay_monotonic_when_faults_come_and_go(tmp_path: Path) -> None
     for state, t in ((plain, 10.0), (plain, 50.0), (applied_down, 50.0), (applied_down, 60.0),
                      (applied_down, 80.0), (cleared, 80.0), (cleared, 90.0)):
         traffic = at(state, t).hcas[0].ports[0].traffic
-        readings.append([ib_traffic.counter(traffic, n, t - state.started_at) for n in names])
+        readings.append([counters.counter(traffic, n, t - state.started_at) for n in names])
     for a, b in itertools.pairwise(readings):
         assert all(x <= y for x, y in zip(a, b, strict=True)), (a, b)
     assert readings[2][0] == readings[4][0]  # nothing moved while down
@@ -332,15 +332,16 @@ def test_an_onset_between_the_first_build_and_the_swapper_is_installed_late(
     from mokkafs.obs.status import Status
     from mokkafs.serve.faults import FaultScheduler
     from mokkafs.serve.swap import Swapper
-    from mokkafs.surfaces import build_tree
+    from mokkafs.surfaces import SURFACES
+    from mokkafs.tree.assemble import Assembler
 
     state = applied(with_faults(tmp_path, "  - {name: d, kind: ib-port-down, target: mlx5_0/1, "
                                           "after: 5, for: 20}\n"), 0.0)
-    tree, counts = build_tree(at(state, 0.0))
+    tree, counts = Assembler(SURFACES).build(at(state, 0.0))
 
     async def main() -> None:
         status = Status()
-        swapper = Swapper(TreeHolder(tree), state, counts, build=build_tree,
+        swapper = Swapper(TreeHolder(tree), state, counts, build=Assembler(SURFACES).build,
                           invalidator=Invalidator(NullKernel()), status=status,
                           metrics=Metrics(status), clock=lambda: 10.0, shown_at=0.0)
         async def never(when: float) -> None:  # the clock stays at 10
@@ -372,12 +373,13 @@ def test_a_transition_that_cannot_be_built_is_tried_once(tmp_path: Path,
     from mokkafs.obs.status import Status
     from mokkafs.serve.faults import FaultScheduler
     from mokkafs.serve.swap import Swapper
-    from mokkafs.surfaces import build_tree
+    from mokkafs.surfaces import SURFACES
+    from mokkafs.tree.assemble import Assembler
 
     expected_logs.append("building the view for a fault transition failed")
     state = applied(with_faults(tmp_path, "  - {name: d, kind: ib-port-down, target: mlx5_0/1, "
                                           "after: 5, for: 20}\n"), 0.0)
-    tree, counts = build_tree(at(state, 0.0))
+    tree, counts = Assembler(SURFACES).build(at(state, 0.0))
     builds: list[str] = []
 
     def broken(s: State, previous: Tree | None) -> tuple[Tree, dict[str, int]]:
@@ -422,8 +424,8 @@ def test_overlapping_downs_of_a_port_down_it_once(tmp_path: Path) -> None:
     readings = []
     for t in range(0, 45, 1):
         traffic = at(state, float(t)).hcas[0].ports[0].traffic
-        readings.append((ib_traffic.counter(traffic, "port_xmit_data", float(t)),
-                         ib_traffic.counter(traffic, "link_downed", float(t))))
+        readings.append((counters.counter(traffic, "port_xmit_data", float(t)),
+                         counters.counter(traffic, "link_downed", float(t))))
     assert all(a <= b for a, b in itertools.pairwise(readings)), readings
     rate = state.hcas[0].ports[0].traffic.xmit_bytes_per_sec
     assert readings[44] == (math.floor(rate * (44 - 25) / 4), 1)  # down from 5 s to 30 s

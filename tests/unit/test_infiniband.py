@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mokkafs import counters
 from mokkafs.profile import identity as ib_identity
 from mokkafs.state import Traffic, Windows
-from mokkafs.surfaces import ib_traffic
 from mokkafs.surfaces.infiniband import device_numbers, rate_text
 from mokkafs.tree.nodes import File, Symlink
 from tests.conftest import H100_NIC0, device_path, state_of, tree_of
@@ -169,25 +169,25 @@ traffics = st.builds(
 @given(traffic=traffics, t1=st.floats(0, 1e7), dt=st.floats(0, 1e4))
 def test_counters_are_monotonic_and_consistent(traffic: Traffic, t1: float, dt: float) -> None:
     t2 = t1 + dt
-    for name in ib_traffic.COUNTERS:
-        assert ib_traffic.counter(traffic, name, t2) >= ib_traffic.counter(traffic, name, t1)
+    for name in counters.COUNTERS:
+        assert counters.counter(traffic, name, t2) >= counters.counter(traffic, name, t1)
     # The packet counters follow the byte rate: packets = rate x t / mean packet size, give or
     # take the rounding of the unicast and multicast parts (each counts whole packets).
     for direction, rate in (("xmit", traffic.xmit_bytes_per_sec),
                             ("rcv", traffic.rcv_bytes_per_sec)):
-        packets = ib_traffic.counter(traffic, f"port_{direction}_packets", t2)
+        packets = counters.counter(traffic, f"port_{direction}_packets", t2)
         exact = rate * t2 / traffic.mean_packet_bytes
         assert exact - 2 <= packets <= exact + 1e-6 * max(exact, 1.0)
-        multi = ib_traffic.counter(traffic, f"multicast_{direction}_packets", t2)
+        multi = counters.counter(traffic, f"multicast_{direction}_packets", t2)
         assert multi <= exact * traffic.multicast_fraction + 1e-6 * max(exact, 1.0)
 
 
 def test_data_counts_four_byte_words_at_the_configured_rate() -> None:
     traffic = Traffic(4_000_000.0, 8_000_000.0, 1000.0, 0.0, 0.0, ())
-    assert ib_traffic.counter(traffic, "port_xmit_data", 10.0) == 10_000_000
-    assert ib_traffic.counter(traffic, "port_rcv_data", 10.0) == 20_000_000
-    assert ib_traffic.counter(traffic, "port_xmit_packets", 10.0) == 40_000
-    assert ib_traffic.counter(traffic, "symbol_error", 10.0) == 0
+    assert counters.counter(traffic, "port_xmit_data", 10.0) == 10_000_000
+    assert counters.counter(traffic, "port_rcv_data", 10.0) == 20_000_000
+    assert counters.counter(traffic, "port_xmit_packets", 10.0) == 40_000
+    assert counters.counter(traffic, "symbol_error", 10.0) == 0
 
 
 def test_error_counters_stay_zero_unless_configured() -> None:
@@ -198,11 +198,11 @@ def test_error_counters_stay_zero_unless_configured() -> None:
 
 
 def test_staleness_quantum() -> None:
-    assert ib_traffic.elapsed(10.26, 0.0, 0.1) == pytest.approx(10.2)
-    assert ib_traffic.elapsed(10.26, 0.0, 0.0) == pytest.approx(10.26)
+    assert counters.elapsed(10.26, 0.0, 0.1) == pytest.approx(10.2)
+    assert counters.elapsed(10.26, 0.0, 0.0) == pytest.approx(10.26)
     # Steps fall on the clock's multiples of the quantum, whenever the node started ...
-    assert ib_traffic.elapsed(10.26, 0.05, 0.1) == pytest.approx(10.15)
-    assert ib_traffic.elapsed(0.01, 0.05, 0.1) == 0.0
+    assert counters.elapsed(10.26, 0.05, 0.1) == pytest.approx(10.15)
+    assert counters.elapsed(0.01, 0.05, 0.1) == 0.0
     # ... so a cache knows how long what it read stays current.
     counter = File("c", lambda now: b"", quantum=0.1)
     assert counter.fresh_for(10.26) == pytest.approx(0.04)
@@ -244,7 +244,7 @@ def test_profile_traffic_model_and_unknown_error_counter(tmp_path: Path) -> None
         state_of(path)
 
 
-_NAMES = (*ib_traffic.COUNTERS, "out_of_sequence", "rnr_nak_retry_err")
+_NAMES = (*counters.COUNTERS, "out_of_sequence", "rnr_nak_retry_err")
 _rates = st.floats(0.0, 1e11, allow_nan=False)
 _times = st.floats(0.0, 1e6, allow_nan=False)
 
@@ -268,9 +268,9 @@ def _traffics(draw: st.DrawFn) -> Traffic:
 @given(_traffics(), _times)
 def test_a_port_computed_at_once_is_every_counter_computed_alone(traffic: Traffic,
                                                                 t: float) -> None:
-    together = ib_traffic.counters_at(traffic, t)
+    together = counters.counters_at(traffic, t)
     for name in {*_NAMES, *together}:
-        assert together.get(name, 0) == ib_traffic.counter(traffic, name, t), name
+        assert together.get(name, 0) == counters.counter(traffic, name, t), name
 
 
 @settings(max_examples=300, deadline=None)
@@ -278,10 +278,10 @@ def test_a_port_computed_at_once_is_every_counter_computed_alone(traffic: Traffi
 def test_a_counter_no_rate_burst_or_pause_moves_never_changes(traffic: Traffic, t1: float,
                                                               t2: float) -> None:
     # Such counters are fixed files (no round recomputes them): they must really be fixed.
-    still = set(_NAMES) - ib_traffic.moving(traffic)
+    still = set(_NAMES) - counters.moving(traffic)
     for name in still:
-        assert ib_traffic.counter(traffic, name, t1) == ib_traffic.constant(traffic, name)
-        assert ib_traffic.counter(traffic, name, t2) == ib_traffic.constant(traffic, name)
+        assert counters.counter(traffic, name, t1) == counters.constant(traffic, name)
+        assert counters.counter(traffic, name, t2) == counters.constant(traffic, name)
 
 
 def test_only_counters_that_move_are_computed_when_read() -> None:

@@ -1,5 +1,5 @@
-"""Rounds without a kernel: what is put into the page cache, when, and in how many batches
-(a recording kernel stands in for /dev/fuse)."""
+"""Refreshes (``mokkafs.fuse.refresh``) without a kernel: what is put into the page cache,
+when, and in how many batches (a recording kernel stands in for /dev/fuse)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import trio.lowlevel
 import trio.testing
 
 from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.rounds import Rounds
-from mokkafs.fuse.snapshots import Snapshots
+from mokkafs.fuse.refresh import Refresher
+from mokkafs.fuse.told import ToldStore
+from mokkafs.fuse.units import Units
 from mokkafs.tree.build import Entry, Tree, build
 from mokkafs.tree.nodes import Dir, File, text
 from tests.helpers import clocks
@@ -52,18 +53,18 @@ def tree() -> Tree:
     return build(nodes, 1, 0)
 
 
-def kept_by(kernel: Kernel, t: Tree, *held: str) -> tuple[Snapshots, Rounds]:
-    """Rounds over ``kernel``, which holds "0" for each file of ``held``."""
-    snapshots = Snapshots()
+def kept_by(kernel: Kernel, t: Tree, *held: str) -> tuple[ToldStore, Refresher]:
+    """A refresher over ``kernel``, which holds "0" for each file of ``held``."""
+    snapshots = ToldStore()
     for path in held:
         snapshots.take(entry(t, path).inode, b"0\n")
-    return snapshots, Rounds(snapshots, Invalidator(kernel))
+    return snapshots, Refresher(snapshots, Invalidator(kernel))
 
 
 class JumpingClock(clocks.JumpingClock):
     """The pusher's clock in these tests."""
 
-    async def start_pushing(self, nursery: trio.Nursery, rounds: Rounds, t: Tree) -> None:
+    async def start_pushing(self, nursery: trio.Nursery, rounds: Refresher, t: Tree) -> None:
         """``rounds.run`` on this clock, started and waiting for a hot unit."""
         nursery.start_soon(rounds.run, lambda: t, self, self.sleep_until)
         await trio.testing.wait_all_tasks_blocked()
@@ -78,8 +79,8 @@ def entry(t: Tree, path: str) -> Entry:
 def test_rounds_batch_what_was_read_together_and_only_that() -> None:
     t = tree()
     kernel = Kernel()
-    snapshots = Snapshots()
-    rounds = Rounds(snapshots, Invalidator(kernel))
+    snapshots = ToldStore()
+    rounds = Refresher(snapshots, Invalidator(kernel))
 
     async def read_port(port: str, now: float) -> None:
         await rounds.refresh(t, entry(t, f"{port}/counters"), now)
@@ -92,7 +93,7 @@ def test_rounds_batch_what_was_read_together_and_only_that() -> None:
             for name in ("counters/a", "counters/b", "counters/c", "counters_ext/x",
                          "counters_ext/y"):
                 snapshots.take(entry(t, f"{port}/{name}").inode, b"0\n")
-        assert rounds.keeps(t, entry(t, "p1/counters_ext"))
+        assert rounds.is_trigger(t, entry(t, "p1/counters_ext"))
         for port in PORTS:  # a first scrape: each port on its own
             await read_port(port, 0.15)
         assert [len(b) for b in kernel.batches] == [5, 5, 5]  # counters/ and counters_ext/
@@ -114,8 +115,8 @@ def test_a_scrape_longer_than_a_step_computes_each_counter_once() -> None:
     t = build([File(f"{p}/counters/{c}", Tenths(), quantum=0.1) for p in ports for c in "ab"],
               1, 0)
     kernel = Kernel()
-    snapshots = Snapshots()
-    rounds = Rounds(snapshots, Invalidator(kernel))
+    snapshots = ToldStore()
+    rounds = Refresher(snapshots, Invalidator(kernel))
     for p in ports:
         for c in "ab":
             snapshots.take(entry(t, f"{p}/counters/{c}").inode, b"x\n")
@@ -180,7 +181,7 @@ def test_rounds_of_two_steps_never_cross_and_snapshots_follow_the_kernel() -> No
 
 def test_units_a_swap_removed_are_forgotten() -> None:
     t = tree()
-    rounds = Rounds(Snapshots(), Invalidator(Kernel()))
+    rounds = Refresher(ToldStore(), Invalidator(Kernel()))
 
     async def main() -> None:
         for port in PORTS:
@@ -203,13 +204,13 @@ def test_a_unit_marked_so_is_the_trigger_of_all_its_directories() -> None:
     nodes += [File("function/power/active", Tenths(), quantum=0.1), text("function/vendor", 1)]
     t = build(nodes, 1, 0)
     port, function = entry(t, "port"), entry(t, "function")
-    assert t.triggers == {port.inode: port.inode,
-                          entry(t, "function/power").inode: function.inode}
+    assert Units.of(t).triggers == {port.inode: port.inode,
+                                    entry(t, "function/power").inode: function.inode}
     kernel = Kernel()
-    snapshots = Snapshots()
-    rounds = Rounds(snapshots, Invalidator(kernel))
-    assert rounds.keeps(t, port) and not rounds.keeps(t, entry(t, "port/counters"))
-    assert not rounds.keeps(t, function) and rounds.keeps(t, entry(t, "function/power"))
+    snapshots = ToldStore()
+    rounds = Refresher(snapshots, Invalidator(kernel))
+    assert rounds.is_trigger(t, port) and not rounds.is_trigger(t, entry(t, "port/counters"))
+    assert not rounds.is_trigger(t, function) and rounds.is_trigger(t, entry(t, "function/power"))
     files = [entry(t, f"port/{d}/{c}") for d in ("counters", "counters_ext") for c in "ab"]
     for f in files:
         snapshots.take(f.inode, b"0\n")
@@ -403,7 +404,7 @@ def test_catching_a_unit_up_refreshes_it_alone_and_is_not_an_asking() -> None:
         for port in PORTS:  # a scrape: the three ports are read together ...
             await rounds.refresh(t, entry(t, f"{port}/counters"), 0.15)
         kernel._batch.clear()
-        assert rounds.guards(t, counters) and rounds.guards(t, entry(t, "p1/counters_ext"))
+        assert rounds.is_stepped(t, counters) and rounds.is_stepped(t, entry(t, "p1/counters_ext"))
         await rounds.catch_up(t, counters, 0.25)  # ... yet catching p1 up is p1 alone
         await rounds.catch_up(t, entry(t, "p1/counters_ext"), 0.26)  # (same unit, same step)
         assert kernel._batch == [entry(t, "p1/counters/a").inode]

@@ -8,11 +8,11 @@ import pytest
 
 from mokkafs.errors import UsageError
 from mokkafs.fuse.cache_mode import CacheMode, choose
-from mokkafs.fuse.snapshots import Snapshots
+from mokkafs.fuse.told import ToldStore
 
 
 def test_mtime_moves_exactly_when_the_bytes_do() -> None:
-    snaps = Snapshots()
+    snaps = ToldStore()
     first = snaps.take(7, b"10\n")
     assert snaps.take(7, b"10\n") is first  # unchanged: the kernel keeps its pages
     second = snaps.take(7, b"11\n")
@@ -23,7 +23,7 @@ def test_mtime_moves_exactly_when_the_bytes_do() -> None:
 
 
 def test_the_store_keeps_to_its_budget_dropping_the_least_recently_used() -> None:
-    snaps = Snapshots(budget=100)
+    snaps = ToldStore(budget=100)
     for inode in range(10):
         snaps.take(inode, bytes(30))
     assert snaps.size <= 100 and len(snaps) == 3
@@ -53,7 +53,7 @@ def test_no_open_without_the_patch_and_unknown_modes_are_clear_errors() -> None:
 
 
 def test_pinned_snapshots_outlive_the_budget_and_go_when_forgotten() -> None:
-    snaps = Snapshots(budget=100)
+    snaps = ToldStore(budget=100)
     pinned = snaps.take(1, b"12345\n", pinned=True)  # a counter rounds keep fresh
     for inode in range(10, 20):  # a walk over the host's sysfs
         snaps.take(inode, bytes(30))

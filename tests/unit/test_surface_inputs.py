@@ -1,5 +1,5 @@
 """Incremental compiles and builds are right: a compile that reuses the last PCI side equals
-one that does not; every surface reads only the State fields ``INPUTS`` names for it (so
+one that does not; every surface reads only the State fields its record names (``inputs``, so
 reusing its last output when those are equal is sound), and a tree patched or partly reused
 equals the tree built whole from the same State."""
 
@@ -17,7 +17,8 @@ from mokkafs.faults.effects import applied, at
 from mokkafs.profile.compile import Options, PciCache
 from mokkafs.profile.resolve import compile_text, read_text
 from mokkafs.state import Generation, HostFacts, State
-from mokkafs.surfaces import INPUTS, SURFACES, build_tree, infiniband
+from mokkafs.surfaces import SURFACES, infiniband
+from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
 from tests.conftest import ALL_PROFILES, HOST_PROC_DEVICES, profile_id, state_of
@@ -42,10 +43,11 @@ class Recorder:
 @pytest.mark.parametrize("path", ALL_PROFILES, ids=profile_id)
 def test_each_surface_reads_only_its_inputs(path: Path) -> None:
     state = state_of(path, host=HostFacts(sysfs=True, proc_modules="fuse 1 0 - Live 0x0\n"))
-    for name, surface in SURFACES:
+    for surface in SURFACES:
         recorder = Recorder(state)
-        list(surface(recorder))  # type: ignore[arg-type]
-        assert recorder.read <= set(INPUTS[name]), (name, recorder.read - set(INPUTS[name]))
+        list(surface.nodes(recorder, surface.cache()))  # type: ignore[arg-type]
+        assert recorder.read <= set(surface.inputs), (surface.name,
+                                                      recorder.read - set(surface.inputs))
 
 
 def same(a: Tree, b: Tree) -> bool:
@@ -70,15 +72,17 @@ H100 = (SHIPPED_PROFILES / "h100.yaml").read_text()
 ])
 def test_an_incremental_build_equals_a_whole_one(tmp_path: Path, change: str) -> None:
     before = state_of("h100")
-    first, _ = build_tree(before)
+    assembler = Assembler(SURFACES)
+    first, _ = assembler.build(before)
     path = tmp_path / "after.yaml"
     path.write_text(change)
     after = replace(at(applied(state_of(path), 0.0), 1.0), generation=Generation(2),
                     loaded_at=before.loaded_at + 5)
-    incremental, _ = build_tree(after, first)
-    whole, _ = build_tree(after, None)
+    incremental, _ = assembler.build(after, first)
+    whole, _ = Assembler(SURFACES).build(after, None)
     # the whole build, told what the last tree was, gives the same entries and mtimes
-    assert same(incremental, build_tree(after, Tree(first.generation, first.entries))[0])
+    bare = Tree(first.generation, first.entries, first.dynamic_parents)  # (no parts to reuse)
+    assert same(incremental, Assembler(SURFACES).build(after, bare)[0])
     assert {i: e.node for i, e in incremental.entries.items()} == {
         i: e.node for i, e in whole.entries.items()}
     assert incremental.dynamic_parents == whole.dynamic_parents
@@ -90,13 +94,14 @@ def test_a_swap_that_leaves_ports_alone_reuses_their_nodes(tmp_path: Path) -> No
     that port's again, equal to what a first run makes of it."""
     before = state_of("h100")
     port = "/mlx5_3/ports/1"
-    first = {n.path: n for n in infiniband.nodes(before)}
+    cache = infiniband.PortCache()
+    first = {n.path: n for n in infiniband.nodes(before, cache)}
     path = tmp_path / "after.yaml"
     path.write_text(H100.replace("28.39.2048", "28.40.1000"))
-    firmware = {n.path: n for n in infiniband.nodes(state_of(path))}
+    firmware = {n.path: n for n in infiniband.nodes(state_of(path), cache)}
     path.write_text(H100 + "faults:\n  - {name: d, kind: ib-port-down, target: mlx5_3/1}\n")
     down = at(applied(state_of(path), 0.0), 1.0)
-    faulted = {n.path: n for n in infiniband.nodes(down)}
+    faulted = {n.path: n for n in infiniband.nodes(down, cache)}
     assert firmware.keys() == first.keys() == faulted.keys()
     ports = [p for p in first if "/ports/" in p]
     assert len(ports) > 800
@@ -107,8 +112,8 @@ def test_a_swap_that_leaves_ports_alone_reuses_their_nodes(tmp_path: Path) -> No
     state_path = next(p for p in ports if p.endswith(port + "/state"))
     node = faulted[state_path]
     assert isinstance(node, File) and node.read(1.0) == b"1: DOWN\n"
-    infiniband._last_ports.clear()  # a first run of the same State
-    assert {n.path: n for n in infiniband.nodes(down)} == faulted
+    # a first run of the same State
+    assert {n.path: n for n in infiniband.nodes(down, infiniband.PortCache())} == faulted
 
 
 def compiled(path: Path, cache: PciCache) -> State:

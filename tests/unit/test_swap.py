@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from mokkafs import counters
 from mokkafs.faults.effects import carry
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import TreeHolder
@@ -18,7 +19,8 @@ from mokkafs.obs.status import Status
 from mokkafs.serve import swap
 from mokkafs.source import Update
 from mokkafs.state import Generation, Traffic
-from mokkafs.surfaces import build_tree, ib_traffic
+from mokkafs.surfaces import SURFACES
+from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, File, Symlink, text
@@ -121,22 +123,23 @@ def test_a_path_that_changes_kind_gets_a_new_inode() -> None:
 
 def test_unchanged_profile_changes_nothing() -> None:
     state = state_of("h100")
-    tree, _ = build_tree(state)
-    again, _ = build_tree(replace(state, generation=Generation(2)), tree)
+    assembler = Assembler(SURFACES)
+    tree, _ = assembler.build(state)
+    again, _ = assembler.build(replace(state, generation=Generation(2)), tree)
     assert len(diff(tree, again)) == 0
 
 
 def test_counters_stay_monotonic_when_rates_change() -> None:
     fast = Traffic(1e9, 1e9, 1000.0, 0.1, 0.0, ())
     slow = Traffic(1e6, 1e6, 1000.0, 0.1, 0.0, ())
-    carried = replace(slow, origin=100.0, base=ib_traffic.carried(fast, 100.0).base)
-    for name in ib_traffic.COUNTERS:
-        assert ib_traffic.counter(carried, name, 100.0) >= ib_traffic.counter(fast, name, 99.9)
-        assert ib_traffic.counter(carried, name, 150.0) >= ib_traffic.counter(carried, name, 100)
+    carried = replace(slow, origin=100.0, base=counters.carried(fast, 100.0).base)
+    for name in counters.COUNTERS:
+        assert counters.counter(carried, name, 100.0) >= counters.counter(fast, name, 99.9)
+        assert counters.counter(carried, name, 150.0) >= counters.counter(carried, name, 100)
     # 1e9 B/s for 100 s is 2.5e10 words; then 1e6 B/s for 10 s adds 2.5e6.
-    assert ib_traffic.counter(carried, "port_xmit_data", 110.0) == 25_000_000_000 + 2_500_000
+    assert counters.counter(carried, "port_xmit_data", 110.0) == 25_000_000_000 + 2_500_000
     # 1e6 packets/s for 100 s, then 1e3/s for 23 s.
-    assert ib_traffic.counter(carried, "port_xmit_packets", 123.0) == 100_000_000 + 23_000
+    assert counters.counter(carried, "port_xmit_packets", 123.0) == 100_000_000 + 23_000
 
 
 def test_carry_counters_across_states(tmp_path: Path) -> None:
@@ -152,8 +155,8 @@ def test_carry_counters_across_states(tmp_path: Path) -> None:
     for hca in carried.hcas:
         traffic = hca.ports[0].traffic
         # 12.5e6 B/s for 10 s = 31,250,000 words, then 50e6 B/s for 5 s = 62,500,000.
-        assert ib_traffic.counter(traffic, "port_xmit_data", 10.0) == 31_250_000
-        assert ib_traffic.counter(traffic, "port_xmit_data", 15.0) == 31_250_000 + 62_500_000
+        assert counters.counter(traffic, "port_xmit_data", 10.0) == 31_250_000
+        assert counters.counter(traffic, "port_xmit_data", 15.0) == 31_250_000 + 62_500_000
 
 
 def test_readyz_report_follows_serving() -> None:
@@ -174,7 +177,7 @@ def test_a_carry_that_raises_keeps_the_last_view(monkeypatch: pytest.MonkeyPatch
     ran on the FUSE loop and its exception ended the swapper (and the daemon)."""
     expected_logs.append("building generation 2 failed")
     state = state_of("h100")
-    tree, counts = build_tree(state)
+    tree, counts = Assembler(SURFACES).build(state)
     threads: list[int] = []
 
     def broken(since: object, new: object, now: float) -> None:
@@ -185,7 +188,7 @@ def test_a_carry_that_raises_keeps_the_last_view(monkeypatch: pytest.MonkeyPatch
 
     async def main() -> None:
         status = Status()
-        swapper = swap.Swapper(TreeHolder(tree), state, counts, build=build_tree,
+        swapper = swap.Swapper(TreeHolder(tree), state, counts, build=Assembler(SURFACES).build,
                                invalidator=Invalidator(RecordingKernel()), status=status,
                                metrics=Metrics(status))
         result = await swapper.apply(

@@ -1,7 +1,7 @@
 """The counter model: every port counter is a pure function of the port's traffic and time.
 
 Counters are functions of time, computed when read (or, for a port read in every step, as the
-step begins: ``mokkafs.fuse.rounds``); nothing runs while nobody reads.
+step begins: ``mokkafs.fuse.refresh``); nothing runs while nobody reads.
 For t seconds since the node started, with rates from the profile:
 
 - ``port_xmit_data`` counts 4-byte words: floor(bytes_per_sec * t / 4);

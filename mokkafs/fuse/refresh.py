@@ -1,17 +1,18 @@
-"""Rounds (no-open mode): dynamic files kept fresh in the kernel's page cache a unit at a time,
-so a scrape of a port's counters costs one request per port, not a GETATTR and a READ per file.
+"""Refreshes (no-open mode): dynamic files kept fresh in the kernel's page cache a unit at a
+time, so a scrape of a port's counters costs one request per port, not a GETATTR and a READ
+per file.
 
 A unit is a directory whose subdirectories hold stepped files (an IB port, with
 ``counters/``, ``counters_ext/`` and, under faults, ``hw_counters/``; a PCI function, with
 ``power/``). What expires at their next step (the staleness quantum) is the entry of the
-unit's trigger (``Tree.triggers``): the unit itself where it is marked so (``Dir.unit``, an IB
-port: one request for all its directories), else each stepped directory (``power/``: so a walk
-of a PCI function that does not enter it asks nothing). The first path walk through a trigger
-after the step asks the daemon once (a LOOKUP); the round then computes that step's content
-of every stepped file of the unit the kernel holds, and puts it into the kernel's page cache
-(FUSE notify_store, from a worker thread) before the LOOKUP is answered. Content that grew
-only needs the kernel to learn the size (one GETATTR); content that shrank (never, for
-counters) is invalidated instead.
+unit's trigger (``mokkafs.fuse.units``): the unit itself where it is marked so (``Dir.unit``,
+an IB port: one request for all its directories), else each stepped directory (``power/``: so a
+walk of a PCI function that does not enter it asks nothing). The first path walk through a
+trigger after the step asks the daemon once (a LOOKUP). A round (one refresh of some units at
+one step) then computes that step's content of every stepped file of the unit the kernel holds,
+and puts it into the kernel's page cache (FUSE notify_store, from a worker thread) before the
+LOOKUP is answered. Content that grew only needs the kernel to learn the size (one GETATTR);
+content that shrank (never, for counters) is invalidated instead.
 
 A reader that opens files relative to a directory below the trigger (a shell whose working
 directory is ``counters/``, an ``openat`` descriptor) walks through no trigger. It is served
@@ -20,7 +21,7 @@ the directory that holds the file, the kernel needs that directory's attributes,
 them (a GETATTR) once they are older than ``STEPPED_DIR_TIMEOUT``; that GETATTR brings the
 unit up to the step (``catch_up``). Such a reader sees values at most that old, and a walker
 pays one GETATTR per stepped directory per ``STEPPED_DIR_TIMEOUT``, not one per file. The
-files' own attributes last ``PUSHED_TIMEOUT``: what bounds a reader that holds a file open
+files' own attributes last ``FRESH_FILE_TIMEOUT``: what bounds a reader that holds a file open
 and reads it again (each read checks them), at one GETATTR per file per that time.
 
 Directories read together (a scrape walks every port within a second) are refreshed together
@@ -52,55 +53,63 @@ import trio
 
 from mokkafs.clock import SleepUntil
 from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.snapshots import Snapshots
+from mokkafs.fuse.told import ToldStore
+from mokkafs.fuse.units import Units, UnitsOf
 from mokkafs.tree.build import Entry, Inode, Tree
 
 log = logging.getLogger(__name__)
 
-PUSHED_TIMEOUT = 600.0  # attributes of a file its rounds keep fresh
+FRESH_FILE_TIMEOUT = 600.0  # attributes of a file refreshes keep fresh
 STEPPED_DIR_TIMEOUT = 60.0  # attributes of a directory of such files
 COREAD = 1.0  # seconds apart that units' last rounds were, to be refreshed together
 HOT = 1.0  # seconds a unit read in consecutive steps is kept fresh ahead of its readers
 
 
-class Rounds:
-    def __init__(self, snapshots: Snapshots, kernel: Invalidator) -> None:
-        self.snapshots = snapshots
+class Refresher:
+    """Puts each unit's fresh content into the kernel's page cache: when its trigger is looked
+    up (``refresh``), when a stepped directory is asked for from below it (``catch_up``), and
+    at each step for hot units (``run``)."""
+
+    def __init__(self, told: ToldStore, kernel: Invalidator) -> None:
+        self.told = told
         self.kernel = kernel
+        self.units = UnitsOf()  # the caching units of each tree (``prepare`` makes them)
         self._done: dict[Inode, tuple[int, trio.Event]] = {}  # unit -> (step, finished)
         self._last: dict[Inode, float] = {}  # unit -> when it was last asked for
-        # Held from computing a round's content until the kernel and the snapshots hold it,
-        # and by a GETATTR of a file rounds keep: two rounds' stores (steps k and k+1, from
-        # two threads) never cross, and no snapshot is taken while the kernel is being given
-        # other bytes.
+        # Held from computing a round's content until the kernel and ``told`` hold it, and by
+        # a GETATTR of a file refreshes keep fresh: two rounds' stores (steps k and k+1, from
+        # two threads) never cross, and nothing is told of them while the kernel is being
+        # given other bytes.
         self.lock = trio.Lock()
         self.pushing = False  # whether ``run`` keeps hot units fresh (else none is hot)
         self._hot: dict[Inode, float] = {}  # unit -> when its trigger's entry ends
         self._woken = trio.Event()
         self.dir_timeout = STEPPED_DIR_TIMEOUT  # (a test may shorten it)
 
-    @staticmethod
-    def keeps(tree: Tree, directory: Entry) -> bool:
-        """Whether a directory is a trigger: its lookup runs its unit's round."""
-        return directory.inode in tree.triggers
+    def prepare(self, tree: Tree) -> Units:
+        """Make ``tree``'s units, in the swap's worker thread, before the tree serves."""
+        return self.units.prepare(tree)
 
-    @staticmethod
-    def guards(tree: Tree, directory: Entry) -> bool:
-        """Whether a directory holds files rounds keep fresh: its GETATTR (a walk from below
-        the trigger, once its attributes expired) catches its unit up (``catch_up``)."""
-        return directory.inode in tree.stepped
+    def is_trigger(self, tree: Tree, directory: Entry) -> bool:
+        """Whether a directory's lookup refreshes its unit."""
+        return directory.inode in self.units(tree).triggers
 
-    @staticmethod
-    def pushed(tree: Tree, file: Entry) -> bool:
-        """Whether a dynamic file is kept fresh by its directory's rounds."""
-        return file.parent in tree.stepped
+    def is_stepped(self, tree: Tree, directory: Entry) -> bool:
+        """Whether a directory holds files refreshes keep fresh: its GETATTR (a walk from
+        below the trigger, once its attributes expired) catches its unit up (``catch_up``)."""
+        return directory.inode in self.units(tree).stepped
+
+    def keeps_fresh(self, tree: Tree, file: Entry) -> bool:
+        """Whether a dynamic file is kept fresh by its directory's refreshes."""
+        return file.parent in self.units(tree).stepped
 
     async def refresh(self, tree: Tree, directory: Entry, now: float) -> float:
         """Everything the round of trigger ``directory``'s unit covers, as of ``now``'s step.
         Returns when the trigger's entry may last until: the step's end, or for a hot unit
         the end of the step ``HOT`` seconds on."""
-        unit = tree.triggers[directory.inode]
-        quantum = tree.unit_files[unit][0].node.quantum  # type: ignore[union-attr]
+        units = self.units(tree)
+        unit = units.triggers[directory.inode]
+        quantum = units.files[unit][0].node.quantum  # type: ignore[union-attr]
         step = math.floor(now / quantum)
         until = (step + 1) * quantum
         last = self._last.get(unit)
@@ -113,16 +122,16 @@ class Rounds:
             await done[1].wait()
             if self._done.get(unit) is done:  # it pushed (a failed round forgets it)
                 return until
-        units = [unit]
+        due = [unit]
         if last is not None:  # and those asked for after it last time, as far as this step
             horizon = min(COREAD, (step + 1) * quantum - now)
             gone = [u for u in self._last if u not in tree.entries]  # swapped away
             for u in gone:
                 del self._last[u]
                 self._done.pop(u, None)
-            units += [u for u, t in self._last.items() if u != unit
-                      and 0 <= t - last < horizon and self._done.get(u, (None,))[0] != step]
-        await self._round(tree, units, step, now)
+            due += [u for u, t in self._last.items() if u != unit
+                    and 0 <= t - last < horizon and self._done.get(u, (None,))[0] != step]
+        await self._round(tree, due, step, now)
         return until
 
     async def catch_up(self, tree: Tree, directory: Entry, now: float) -> None:
@@ -130,7 +139,7 @@ class Rounds:
         reader that reached the directory without walking through its trigger. Not an asking:
         it makes no unit hot and takes no companions along."""
         unit = directory.parent
-        quantum = tree.unit_files[unit][0].node.quantum  # type: ignore[union-attr]
+        quantum = self.units(tree).files[unit][0].node.quantum  # type: ignore[union-attr]
         step = math.floor(now / quantum)
         while (done := self._done.get(unit)) is not None and done[0] == step:
             await done[1].wait()
@@ -150,7 +159,8 @@ class Rounds:
         for u in units:
             self._done[u] = (step, finished)
         try:
-            await self._push([f for u in units for f in tree.unit_files.get(u, ())], now)
+            files = self.units(tree).files
+            await self._push([f for u in units for f in files.get(u, ())], now)
         except BaseException:
             for u in units:  # not done: the next asking tries again
                 if self._done.get(u, (None, None))[1] is finished:
@@ -208,8 +218,9 @@ class Rounds:
         """Forget hot units a step after their entry ended (until then a reader still there
         makes them hot again) or that a swap removed; the quantum of those left, if any."""
         quantum = None
+        units = self.units(tree).files
         for u, until in list(self._hot.items()):
-            files = tree.unit_files.get(u)
+            files = units.get(u)
             if files is None:
                 del self._hot[u]
                 continue
@@ -222,7 +233,8 @@ class Rounds:
 
     def _due(self, tree: Tree, now: float, step: int) -> list[Inode]:
         """Hot units whose entry lasts past ``now`` and whose ``step`` is not pushed yet."""
-        return [u for u, until in self._hot.items() if now < until and u in tree.unit_files
+        files = self.units(tree).files
+        return [u for u, until in self._hot.items() if now < until and u in files
                 and self._done.get(u, (None,))[0] != step]
 
     async def _push(self, files: list[Entry], now: float) -> None:
@@ -230,7 +242,7 @@ class Rounds:
             contents: list[tuple[int, bytes]] = []
             stale: list[tuple[int, bytes]] = []
             for f in files:
-                before = self.snapshots.get(f.inode)
+                before = self.told.get(f.inode)
                 if before is None:  # the kernel holds nothing of it
                     continue
                 data = f.node.read(now)  # type: ignore[union-attr]
@@ -246,6 +258,6 @@ class Rounds:
                                           [inode for inode, _ in stale])
             # Only now: until the kernel held the new bytes, a READ had to get the old ones.
             for inode, data in contents:
-                self.snapshots.refresh(inode, data)
+                self.told.refresh(inode, data)
             for inode, data in stale:
-                self.snapshots.take(inode, data, pinned=True)
+                self.told.take(inode, data, pinned=True)
