@@ -1,7 +1,7 @@
 """Running a mokkafs daemon from tests and benchmarks (as ``trio.testing`` serves trio's users):
 start ``mokkafs mount`` in a subprocess, wait until it serves, stop it by its PID, and read its
-metrics. The test suite uses these, and bench/ their port and metrics helpers, so there is one
-way to do each.
+metrics; and a node_exporter to scrape a view with. The test suite and bench/ use these, so
+there is one way to do each.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -119,6 +120,33 @@ def daemon(mountpoint: Path, args: Sequence[str], *, log: Path,
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def node_exporter(exe: str, sysfs: Path, timeout: float = 20) -> Iterator[str]:
+    """``exe`` (prometheus-node-exporter) with only its infiniband collector, reading
+    ``sysfs``, on a loopback port of its own: its /metrics URL once it listens. Stopped by its
+    PID on exit; RuntimeError, with its output, when it exits before it listens."""
+    port = free_port()
+    with tempfile.TemporaryFile() as output:
+        proc = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{port}",
+                                 f"--path.sysfs={sysfs}", "--collector.disable-defaults",
+                                 "--collector.infiniband"],
+                                stdout=subprocess.DEVNULL, stderr=output)
+        try:
+            def listening() -> bool:
+                with socket.socket() as s:
+                    return s.connect_ex(("127.0.0.1", port)) == 0
+
+            wait_for(lambda: listening() or proc.poll() is not None, timeout, "node_exporter")
+            if proc.poll() is not None:
+                output.seek(0)
+                raise RuntimeError(f"node_exporter exited {proc.returncode}:\n"
+                                   f"{output.read().decode(errors='replace')}")
+            yield f"http://127.0.0.1:{port}/metrics"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
 
 
 def serve_bare(operations: object, mountpoint: str, fsname: str) -> None:

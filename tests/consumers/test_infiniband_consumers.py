@@ -16,9 +16,10 @@ import pytest
 
 from mokkafs.profile.identity import format_guid
 from mokkafs.surfaces.infiniband import device_numbers
-from tests.conftest import require_tool, state_of
-from tests.consumers.conftest import node_exporter, with_dev_nodes, with_sys
+from tests.helpers.consumers import node_exporter, with_dev_nodes, with_sys
 from tests.helpers.mounts import Mount, mokkafs_mount
+from tests.helpers.profiles import state_of
+from tests.helpers.tools import require_tool
 
 pytestmark = pytest.mark.consumers
 

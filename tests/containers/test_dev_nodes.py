@@ -8,8 +8,8 @@ import re
 import pytest
 
 from mokkafs.surfaces.dev import char_devices
-from tests.conftest import state_of
-from tests.containers.conftest import Node
+from tests.helpers.containers import Node
+from tests.helpers.profiles import state_of
 from tests.unit.test_nvidia_dev import driver_of, proc_majors
 
 pytestmark = pytest.mark.consumers

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from mokkafs.surfaces import ib_traffic
-from tests.conftest import H100_GPU0, device_path, require_tool, state_of
 from tests.helpers.metrics import fuse_requests
 from tests.helpers.mounts import HOST_ATTRIBUTE, REPO, Mount, free_port, mokkafs_mount, wait_for
+from tests.helpers.profiles import H100_GPU0, device_path, state_of
+from tests.helpers.tools import require_tool
 
 STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 MODES = ("no-open", "keep-cache")

@@ -12,8 +12,8 @@ import pytest
 
 from mokkafs.delivery.cdi import served_device_nodes
 from mokkafs.surfaces.dev import char_devices
-from tests.conftest import state_of
 from tests.helpers.mounts import mokkafs_mount
+from tests.helpers.profiles import state_of
 from tests.unit.test_nvidia_dev import driver_of, proc_majors
 
 

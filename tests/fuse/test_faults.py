@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import device_path, state_of
 from tests.helpers.live import Live, live_mount, profile_text, rename_over, requests
 from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
+from tests.helpers.profiles import device_path, state_of
 
 CLOCKED = [sys.executable, "-m", "tests.helpers.serve_clocked"]
 DOWN_LATER = """faults:

@@ -1,4 +1,5 @@
-"""A live mount whose profile tests change, and its health and metrics endpoints."""
+"""A live mount whose profile tests change, and its health and metrics endpoints (a plugin:
+the ``live`` fixture)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from mokkafs.testing import samples
 from tests.helpers.metrics import fuse_requests
@@ -87,7 +90,12 @@ def rename_over(live: Live, text: str) -> None:
     os.rename(tmp, live.profile)
 
 
-
-
 def requests(live: Live) -> dict[str, float]:
     return fuse_requests(live.get("/metrics")[1])
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    """A mount of a watched a100 profile, with its metrics endpoint."""
+    with live_mount(tmp_path) as mounted:
+        yield mounted

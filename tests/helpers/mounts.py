@@ -1,5 +1,6 @@
 """Real mounts for tests: ``mokkafs.testing.daemon`` plus what a test requires of every daemon
-it starts (a clean exit, nothing left mounted, no complaint in the log it did not expect)."""
+it starts (a clean exit, nothing left mounted, no complaint in the log it did not expect).
+A plugin: the ``mount_h100`` fixture."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from mokkafs.host.mountinfo import mounted_at
 from mokkafs.testing import Daemon, daemon, free_port, wait_for
@@ -76,3 +79,9 @@ def shared_parent(tmp_path: Path) -> Iterator[Path]:
         yield share
     finally:
         subprocess.run(["umount", "-l", str(share)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def mount_h100(tmp_path: Path) -> Iterator[Mount]:
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--node-name", "node-a"]) as m:
+        yield m

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from mokkafs.tree.nodes import File
-from tests.conftest import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
 from tests.helpers.mounts import REPO
+from tests.helpers.profiles import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
 
 
 def mokkafs(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -18,8 +18,8 @@ from mokkafs.state import FaultSpec, State
 from mokkafs.surfaces import ib_traffic
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
-from tests.conftest import state_of, tree_of
 from tests.helpers.mounts import SHIPPED_PROFILES
+from tests.helpers.profiles import state_of, tree_of
 
 H100 = (SHIPPED_PROFILES / "h100.yaml").read_text()
 

@@ -15,8 +15,8 @@ from mokkafs.surfaces.dev import char_devices
 from mokkafs.surfaces.proc_devices import PATH as PROC_DEVICES
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import CharDevice, File
-from tests.conftest import ALL_PROFILES, profile_id, state_of, tree_of
 from tests.helpers.mounts import SHIPPED_PROFILES
+from tests.helpers.profiles import ALL_PROFILES, profile_id, state_of, tree_of
 
 # Which driver each node belongs to, by its /dev name (nvidia-modprobe-utils.h, the RDMA
 # stack's device names): the name it must find its major under in /proc/devices.

@@ -19,8 +19,8 @@ from mokkafs.state import Generation, HostFacts, State
 from mokkafs.surfaces import INPUTS, SURFACES, build_tree, infiniband
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
-from tests.conftest import ALL_PROFILES, profile_id, state_of
 from tests.helpers.mounts import SHIPPED_PROFILES
+from tests.helpers.profiles import ALL_PROFILES, profile_id, state_of
 
 
 class Recorder:

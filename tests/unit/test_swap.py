@@ -22,8 +22,8 @@ from mokkafs.surfaces import build_tree, ib_traffic
 from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, File, Symlink, text
-from tests.conftest import state_of
 from tests.helpers.mounts import REPO
+from tests.helpers.profiles import state_of
 
 
 class RecordingKernel:
