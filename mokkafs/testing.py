@@ -149,9 +149,35 @@ def node_exporter(exe: str, sysfs: Path, timeout: float = 20) -> Iterator[str]:
             proc.wait(timeout=10)
 
 
+SERVING = "serving"  # what a ``serve_bare`` filesystem prints once mounted
+
+
+@contextmanager
+def bare_fs(command: Sequence[str], mountpoint: Path, *, env: dict[str, str] | None = None,
+            cwd: Path | None = None,
+            stop_timeout: float = 30) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command MOUNTPOINT``, a filesystem that ``serve_bare`` serves, until it is
+    mounted; on exit stop it with SIGTERM and wait for it (its return code is the test's to
+    check). RuntimeError when it exits before it serves."""
+    with contextlib.suppress(FileExistsError):
+        mountpoint.mkdir(parents=True)
+    proc = subprocess.Popen([*command, str(mountpoint)], stdout=subprocess.PIPE, cwd=cwd,
+                            env={**os.environ, **env} if env else None)
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline() != f"{SERVING}\n".encode():
+            raise RuntimeError(f"{command} did not start (exit status {proc.poll()})")
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=stop_timeout)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def serve_bare(operations: object, mountpoint: str, fsname: str) -> None:
     """Mount ``operations`` (a ``pyfuse3.Operations``) read-only at ``mountpoint`` and serve
-    it until SIGTERM or SIGINT, printing ``serving`` once mounted: the small stand-alone
+    it until SIGTERM or SIGINT, printing ``SERVING`` once mounted: the small stand-alone
     filesystems tests and bench/ compare mokkafs with."""
     import signal as signals_
 
@@ -162,7 +188,7 @@ def serve_bare(operations: object, mountpoint: str, fsname: str) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(pyfuse3.main)
             with trio.open_signal_receiver(signals_.SIGTERM, signals_.SIGINT) as received:
-                print("serving", flush=True)
+                print(SERVING, flush=True)
                 async for _ in received:
                     nursery.cancel_scope.cancel()
 
