@@ -18,11 +18,18 @@ import pytest
 from mokkafs.surfaces import ib_traffic
 from tests.helpers.clocked import clocked_mount
 from tests.helpers.metrics import fuse_requests
-from tests.helpers.mounts import HOST_ATTRIBUTE, REPO, Mount, free_port, mokkafs_mount, wait_for
+from tests.helpers.mounts import (
+    HOST_ATTRIBUTE,
+    REPO,
+    STOCK_PYFUSE3,
+    Mount,
+    free_port,
+    mokkafs_mount,
+    wait_for,
+)
 from tests.helpers.profiles import H100_GPU0, device_path, state_of
 from tests.helpers.tools import require_tool
 
-STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 MODES = ("no-open", "keep-cache")
 GPU = device_path(H100_GPU0)
 COUNTER = "sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data"

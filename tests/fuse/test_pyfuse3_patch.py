@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from mokkafs.testing import bare_fs
-from tests.fuse.test_cache_modes import STOCK_PYFUSE3
-from tests.helpers.mounts import REPO, is_mounted
+from tests.helpers.mounts import REPO, STOCK_PYFUSE3, is_mounted
 
 
 @contextmanager

@@ -4,7 +4,6 @@ clock the test drives with its control socket and ``mokkafs fault``."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,9 +12,10 @@ from pathlib import Path
 from mokkafs.state import State
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
+from tests.helpers.cli import mokkafs
 from tests.helpers.clocked import clocked_command, set_clock
 from tests.helpers.live import Live, live_mount, profile_text, rename_over
-from tests.helpers.mounts import REPO, SHIPPED_PROFILES
+from tests.helpers.mounts import SHIPPED_PROFILES
 from tests.helpers.profiles import state_of
 
 H100 = (SHIPPED_PROFILES / "h100.yaml").read_text()
@@ -52,9 +52,7 @@ class FaultNode:
         return (self.live.mount.sys / f"class/infiniband/{hca}/ports/1/{name}").read_text()
 
     def fault(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mokkafs", "fault", "--control",
-                               str(self.control), *args], capture_output=True, text=True,
-                              cwd=REPO, timeout=60)
+        return mokkafs("fault", "--control", str(self.control), *args)
 
     def states(self) -> dict[str, str]:
         out = self.fault("list")

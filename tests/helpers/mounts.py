@@ -16,12 +16,13 @@ import pytest
 from mokkafs.host.mountinfo import mounted_at
 from mokkafs.testing import Daemon, daemon, free_port, wait_for
 
-__all__ = ["NVML_MOCK_PROFILES", "REPO", "SHIPPED_PROFILES", "Mount", "free_port",
+__all__ = ["NVML_MOCK_PROFILES", "REPO", "SHIPPED_PROFILES", "STOCK_PYFUSE3", "Mount", "free_port",
            "is_mounted", "mokkafs_mount", "shared_parent", "unexpected_complaints", "wait_for"]
 
 REPO = Path(__file__).resolve().parents[2]
 NVML_MOCK_PROFILES = REPO / "tests" / "data" / "nvml-mock"
 SHIPPED_PROFILES = REPO / "mokkafs" / "profiles"
+STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 # A host attribute the view passes through below a merged directory (sysfs-relative)
 HOST_ATTRIBUTE = "devices/system/clocksource/clocksource0/current_clocksource"
 
