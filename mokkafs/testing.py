@@ -1,7 +1,7 @@
 """Running a mokkafs daemon from tests and benchmarks (as ``trio.testing`` serves trio's users):
 start ``mokkafs mount`` in a subprocess, wait until it serves, stop it by its PID, and read its
-metrics; and a node_exporter to scrape a view with. The test suite and bench/ use these, so
-there is one way to do each.
+metrics; a node_exporter to scrape a view with; and the small bare pyfuse3 filesystems that
+mokkafs is compared with. The test suite and bench/ use these, so there is one way to do each.
 """
 
 from __future__ import annotations
