@@ -1,7 +1,7 @@
 """Running a mokkafs daemon from tests and benchmarks (as ``trio.testing`` serves trio's users):
 start ``mokkafs mount`` in a subprocess, wait until it serves, stop it by its PID, and read its
-metrics. The test suite uses these, and bench/ their port and metrics helpers, so there is one
-way to do each.
+metrics; a node_exporter to scrape a view with; and the small bare pyfuse3 filesystems that
+mokkafs is compared with. The test suite and bench/ use these, so there is one way to do each.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -121,9 +122,62 @@ def daemon(mountpoint: Path, args: Sequence[str], *, log: Path,
                 proc.wait()
 
 
+@contextmanager
+def node_exporter(exe: str, sysfs: Path, timeout: float = 20) -> Iterator[str]:
+    """``exe`` (prometheus-node-exporter) with only its infiniband collector, reading
+    ``sysfs``, on a loopback port of its own: its /metrics URL once it listens. Stopped by its
+    PID on exit; RuntimeError, with its output, when it exits before it listens."""
+    port = free_port()
+    with tempfile.TemporaryFile() as output:
+        proc = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{port}",
+                                 f"--path.sysfs={sysfs}", "--collector.disable-defaults",
+                                 "--collector.infiniband"],
+                                stdout=subprocess.DEVNULL, stderr=output)
+        try:
+            def listening() -> bool:
+                with socket.socket() as s:
+                    return s.connect_ex(("127.0.0.1", port)) == 0
+
+            wait_for(lambda: listening() or proc.poll() is not None, timeout, "node_exporter")
+            if proc.poll() is not None:
+                output.seek(0)
+                raise RuntimeError(f"node_exporter exited {proc.returncode}:\n"
+                                   f"{output.read().decode(errors='replace')}")
+            yield f"http://127.0.0.1:{port}/metrics"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+SERVING = "serving"  # what a ``serve_bare`` filesystem prints once mounted
+
+
+@contextmanager
+def bare_fs(command: Sequence[str], mountpoint: Path, *, env: dict[str, str] | None = None,
+            cwd: Path | None = None,
+            stop_timeout: float = 30) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``command MOUNTPOINT``, a filesystem that ``serve_bare`` serves, until it is
+    mounted; on exit stop it with SIGTERM and wait for it (its return code is the test's to
+    check). RuntimeError when it exits before it serves."""
+    with contextlib.suppress(FileExistsError):
+        mountpoint.mkdir(parents=True)
+    proc = subprocess.Popen([*command, str(mountpoint)], stdout=subprocess.PIPE, cwd=cwd,
+                            env={**os.environ, **env} if env else None)
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline() != f"{SERVING}\n".encode():
+            raise RuntimeError(f"{command} did not start (exit status {proc.poll()})")
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=stop_timeout)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def serve_bare(operations: object, mountpoint: str, fsname: str) -> None:
     """Mount ``operations`` (a ``pyfuse3.Operations``) read-only at ``mountpoint`` and serve
-    it until SIGTERM or SIGINT, printing ``serving`` once mounted: the small stand-alone
+    it until SIGTERM or SIGINT, printing ``SERVING`` once mounted: the small stand-alone
     filesystems tests and bench/ compare mokkafs with."""
     import signal as signals_
 
@@ -134,7 +188,7 @@ def serve_bare(operations: object, mountpoint: str, fsname: str) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(pyfuse3.main)
             with trio.open_signal_receiver(signals_.SIGTERM, signals_.SIGINT) as received:
-                print("serving", flush=True)
+                print(SERVING, flush=True)
                 async for _ in received:
                     nursery.cancel_scope.cancel()
 

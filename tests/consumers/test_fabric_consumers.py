@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool, state_of
 from tests.helpers.mounts import Mount, mokkafs_mount
+from tests.helpers.profiles import state_of
+from tests.helpers.tools import require_tool
 
 pytestmark = pytest.mark.consumers
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from mokkafs.testing import samples
-from tests.conftest import require_tool
-from tests.consumers.conftest import node_exporter, with_sys
+from tests.helpers.consumers import node_exporter, with_sys
 from tests.helpers.mounts import SHIPPED_PROFILES, Mount, mokkafs_mount
+from tests.helpers.tools import require_tool
 
 pytestmark = pytest.mark.consumers
 

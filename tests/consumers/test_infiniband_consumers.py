@@ -6,19 +6,18 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from mokkafs.profile.identity import format_guid
 from mokkafs.surfaces.infiniband import device_numbers
-from tests.conftest import require_tool, state_of
-from tests.consumers.conftest import node_exporter, with_dev_nodes, with_sys
-from tests.helpers.mounts import Mount, mokkafs_mount
+from tests.helpers.clocked import Clocked, clocked_mount
+from tests.helpers.consumers import node_exporter, with_dev_nodes, with_sys
+from tests.helpers.profiles import state_of
+from tests.helpers.tools import require_tool
 
 pytestmark = pytest.mark.consumers
 
@@ -40,31 +39,12 @@ def traffic_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@dataclass
-class Clocked:
-    mount: Mount
-    clock: Path  # the daemon's clock: seconds, as the test sets them
-
-    @property
-    def sys(self) -> Path:
-        return self.mount.sys
-
-    @property
-    def path(self) -> Path:
-        return self.mount.path
-
-
 @pytest.fixture(scope="module")
 def ib_mount(tmp_path_factory: pytest.TempPathFactory, traffic_profile: Path) -> Iterator[Clocked]:
-    base = tmp_path_factory.mktemp("ib")
-    clock = base / "clock"
-    clock.write_text("5000.0")
-    mnt = base / "mnt"
     args = ["--profile", str(traffic_profile), "--node-name", "node-a",
             "--counter-staleness-ms", "0"]
-    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock), *args, str(mnt)]
-    with mokkafs_mount(mnt, args, command=command) as mount:
-        yield Clocked(mount, clock)
+    with clocked_mount(tmp_path_factory.mktemp("ib") / "mnt", args, 5000.0) as mounted:
+        yield mounted
 
 
 def test_ibstat_lists_and_describes_every_hca(ib_mount: Clocked, traffic_profile: Path) -> None:
@@ -126,9 +106,9 @@ def test_node_exporter_reports_every_hca_and_counters_move_at_the_configured_rat
     """Two scrapes 10 s apart on the daemon's clock: every port moved exactly 10 s worth of
     the profile's rates (1e9 B/s out, 2e8 B/s in), as node_exporter reports them."""
     with node_exporter(ib_mount.sys) as url:
-        ib_mount.clock.write_text("5100.0")
+        ib_mount.set(5100.0)
         first = scrape(url)
-        ib_mount.clock.write_text("5110.0")
+        ib_mount.set(5110.0)
         second = scrape(url)
     assert first['node_scrape_collector_success{collector="infiniband"}'] == 1
     names = [h.name for h in state_of(traffic_profile, node_name="node-a").hcas]

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool, state_of
-from tests.consumers.conftest import in_namespace
+from tests.helpers.consumers import in_namespace
 from tests.helpers.live import live_mount, profile_text, rename_over
 from tests.helpers.machine import cadvisor_nodes, numa_info, parse_list, pcie_root_by_cpu
 from tests.helpers.mounts import SHIPPED_PROFILES, Mount, mokkafs_mount, wait_for
 from tests.helpers.pass_mode import PASS_MODE
+from tests.helpers.profiles import state_of
+from tests.helpers.tools import require_tool
 
 pytestmark = pytest.mark.consumers
 

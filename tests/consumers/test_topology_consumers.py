@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ALL_PROFILES, profile_id, require_tool, state_of
 from tests.helpers import topology
 from tests.helpers.mounts import Mount, mokkafs_mount
+from tests.helpers.profiles import ALL_PROFILES, profile_id, state_of
+from tests.helpers.tools import require_tool
 from tests.helpers.topology import check_hwloc, partners
 
 pytestmark = pytest.mark.consumers

@@ -23,8 +23,7 @@ from mokkafs.delivery.records import RECORDS
 from mokkafs.errors import MokkafsError
 from mokkafs.host.mountinfo import FSTYPE, parse
 from mokkafs.serve import READY
-from tests.conftest import require_tool, state_of
-from tests.containers.conftest import (
+from tests.helpers.containers import (
     CDI_DIR,
     HOST_TOOLS,
     IMAGE,
@@ -41,6 +40,8 @@ from tests.helpers.mounts import (
     shared_parent,
     wait_for,
 )
+from tests.helpers.profiles import state_of
+from tests.helpers.tools import require_tool
 from tests.helpers.topology import check_hwloc
 
 pytestmark = pytest.mark.consumers

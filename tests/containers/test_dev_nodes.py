@@ -8,9 +8,9 @@ import re
 import pytest
 
 from mokkafs.surfaces.dev import char_devices
-from tests.conftest import state_of
-from tests.containers.conftest import Node
-from tests.unit.test_nvidia_dev import driver_of, proc_majors
+from tests.helpers.containers import Node
+from tests.helpers.nvidia_dev import driver_of, proc_majors
+from tests.helpers.profiles import state_of
 
 pytestmark = pytest.mark.consumers
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool, state_of
-from tests.containers.conftest import Node, start_node
+from tests.helpers.containers import Node, start_node
 from tests.helpers.mounts import REPO, wait_for
+from tests.helpers.profiles import state_of
+from tests.helpers.tools import require_tool
 
 pytestmark = pytest.mark.consumers
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.containers.conftest import HOST_TOOLS, IMAGE, RUN, node_args, podman
+from tests.helpers.containers import HOST_TOOLS, IMAGE, RUN, node_args, podman
 from tests.helpers.mounts import REPO, free_port, mokkafs_mount, shared_parent
 
 

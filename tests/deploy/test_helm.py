@@ -8,27 +8,14 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-import yaml
-from helm_python.chart import Chart
 
 from mokkafs.delivery.records import RECORDS
 from mokkafs.profile.compile import Options, compile_profile
 from mokkafs.profile.load import parse
-from tests.helpers.mounts import NVML_MOCK_PROFILES, REPO, SHIPPED_PROFILES
+from tests.helpers.helm import CHART, container, render
+from tests.helpers.mounts import NVML_MOCK_PROFILES, SHIPPED_PROFILES
 
-CHART = REPO / "deploy/helm/mokkafs"
 K8S_VERSION = "1.30.0"
-
-
-def render(values: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    with Chart.load(CHART) as chart:
-        files = chart.render(values=values, name="demo")
-    docs: dict[str, list[dict[str, Any]]] = {}
-    for text in files.values():
-        for doc in yaml.safe_load_all(text):
-            if doc:
-                docs.setdefault(doc["kind"], []).append(doc)
-    return docs
 
 
 def validate_all(docs: dict[str, list[dict[str, Any]]]) -> None:
@@ -47,12 +34,6 @@ def served_profile(docs: dict[str, list[dict[str, Any]]]) -> int:
     profile, lines = parse(text, "configmap/node.yaml")
     state = compile_profile(profile, lines, "configmap/node.yaml", Options(node_name="n"))
     return len([f for f in state.functions if f.kind == "gpu"])
-
-
-def container(docs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    spec = docs["DaemonSet"][0]["spec"]["template"]["spec"]
-    result: dict[str, Any] = spec["containers"][0]
-    return result
 
 
 def test_default_values() -> None:

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
-from tests.conftest import require_tool, state_of
-from tests.containers.conftest import CDI_DIR, HOST_TOOLS, RUN, podman
+from tests.helpers.containers import CDI_DIR, HOST_TOOLS, RUN, podman
 from tests.helpers.mounts import REPO, is_mounted, wait_for
+from tests.helpers.profiles import state_of
+from tests.helpers.tools import require_tool
 
 IMAGE = "localhost/mokkafs:test"
 

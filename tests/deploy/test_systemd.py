@@ -12,9 +12,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import require_tool
-from tests.containers.conftest import HOST_TOOLS, IMAGE, RUN, podman
+from tests.helpers.containers import HOST_TOOLS, IMAGE, RUN, podman
 from tests.helpers.mounts import REPO, is_mounted, shared_parent, wait_for
+from tests.helpers.tools import require_tool
 
 UNIT = REPO / "deploy/systemd/mokkafs.service"
 # What starts containers on a node at boot: each must find the node served when it starts.

@@ -16,12 +16,21 @@ from pathlib import Path
 import pytest
 
 from mokkafs import counters
-from tests.conftest import H100_GPU0, device_path, require_tool, state_of
+from tests.helpers.clocked import clocked_mount
 from tests.helpers.metrics import fuse_requests
-from tests.helpers.mounts import HOST_ATTRIBUTE, REPO, Mount, free_port, mokkafs_mount, wait_for
+from tests.helpers.mounts import (
+    HOST_ATTRIBUTE,
+    REPO,
+    STOCK_PYFUSE3,
+    Mount,
+    free_port,
+    mokkafs_mount,
+    wait_for,
+)
 from tests.helpers.pass_mode import PASS_MODE
+from tests.helpers.profiles import H100_GPU0, device_path, state_of
+from tests.helpers.tools import require_tool
 
-STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 MODES = ("no-open", "keep-cache")
 GPU = device_path(H100_GPU0)
 COUNTER = "sys/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data"
@@ -152,13 +161,10 @@ def test_counters_follow_the_daemons_clock(tmp_path: Path, mode: str) -> None:
     """Whatever the kernel caches, a reader sees exactly the value of the clock's current
     step, soon after the clock moves (no cache keeps it past its step), and never a value
     that goes back."""
-    clock = tmp_path / "clock"
-    clock.write_text("1000.0")
     mnt = tmp_path / "mnt"
     args = ["--profile", "h100", "--cache-mode", mode, "--counter-staleness-ms", "200"]
-    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock), *args, str(mnt)]
-    with mokkafs_mount(mnt, args, command=command) as mount:
-        counter = mount.path / COUNTER
+    with clocked_mount(mnt, args, 1000.0) as clocked:
+        counter = clocked.path / COUNTER
         seen: list[int] = []
 
         def shows(value: int) -> bool:
@@ -166,7 +172,7 @@ def test_counters_follow_the_daemons_clock(tmp_path: Path, mode: str) -> None:
             return seen[-1] == value
 
         for t, value in CLOCK_STEPS:
-            clock.write_text(repr(t))
+            clocked.set(t)
             wait_for(functools.partial(shows, value), 10, f"the counter at t={t}")
     assert seen == sorted(seen)  # never back
     assert set(seen) <= {v for _, v in CLOCK_STEPS}  # never a value of no step
@@ -218,13 +224,10 @@ def test_a_port_read_in_consecutive_steps_is_kept_fresh_without_asking(tmp_path:
     """No-open mode: once a port's counters are read in two consecutive steps, the daemon
     puts each later step's values into the kernel's page cache as the step begins: readers
     see every step's values and ask nothing, until the time given to a hot port ends."""
-    clock = tmp_path / "clock"
-    clock.write_text("1000.0")
     mnt = tmp_path / "mnt"
     port = free_port()
     args = ["--profile", "h100", "--cache-mode", "no-open", "--counter-staleness-ms", "100",
             "--host-sysfs", "none", "--metrics", f"127.0.0.1:{port}"]  # no host: no merges
-    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock), *args, str(mnt)]
     url = f"http://127.0.0.1:{port}/metrics"
     traffic = state_of("h100").hcas[0].ports[0].traffic
     counter = mnt / COUNTER
@@ -236,17 +239,17 @@ def test_a_port_read_in_consecutive_steps_is_kept_fresh_without_asking(tmp_path:
         return counters.counter(traffic, "port_xmit_data",
                                   counters.elapsed(at, 1000.0, 0.1))
 
-    with mokkafs_mount(mnt, args, command=command):
+    with clocked_mount(mnt, args, 1000.0) as clocked:
         assert value() == 0
-        clock.write_text("1000.15")  # the next step: read in consecutive steps, so hot
+        clocked.set(1000.15)  # the next step: read in consecutive steps, so hot
         wait_for(lambda: value() == expect(1000.15), 10, "the entry of step 1000.0 to end")
         before = requests(url)
         for at in (1000.25, 1000.35, 1000.45, 1000.55):  # the middle of each step
-            clock.write_text(str(at))
+            clocked.set(at)
             wait_for(functools.partial(lambda at: value() == expect(at), at), 10,
                      f"the step at {at}")
         assert delta(before, requests(url)).get("lookup", 0) == 0, delta(before, requests(url))
-        clock.write_text("1010.05")  # long after: the port's entry ended, so it asks again
+        clocked.set(1010.05)  # long after: the port's entry ended, so it asks again
         wait_for(lambda: value() == expect(1010.05), 10, "the hot port's entry to end")
         assert delta(before, requests(url)).get("lookup", 0) == 1, delta(before, requests(url))
 
@@ -256,24 +259,21 @@ def test_a_port_refreshes_in_one_request_per_step(tmp_path: Path) -> None:
     step costs one LOOKUP, of the port's directory (the daemon puts the step's values into the
     kernel's page cache), not a GETATTR and a READ per file; every file shows its value of
     the step."""
-    clock = tmp_path / "clock"
-    clock.write_text("1000.0")
     mnt = tmp_path / "mnt"
     port = free_port()
     args = ["--profile", "h100", "--cache-mode", "no-open", "--counter-staleness-ms", "200",
             "--metrics", f"127.0.0.1:{port}"]
-    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock), *args, str(mnt)]
     url = f"http://127.0.0.1:{port}/metrics"
     traffic = state_of("h100").hcas[0].ports[0].traffic
-    with mokkafs_mount(mnt, args, command=command) as mount:
-        port_dir = mount.path / COUNTER.rsplit("/", 1)[0]
+    with clocked_mount(mnt, args, 1000.0) as clocked:
+        port_dir = clocked.path / COUNTER.rsplit("/", 1)[0]
         files = sorted(port_dir.iterdir())
         ext = port_dir.parent / "counters_ext"  # the port's other directory: same round
         ext_files = sorted(ext.iterdir())
         assert len(files) > 20 and len(ext_files) == len(counters.COUNTERS_EXT)
         for _ in range(2):  # step 1000.0: all zero
             assert all(int(f.read_text()) == 0 for f in files + ext_files)
-        clock.write_text("1000.5")  # step 1000.4: 0.4 s of traffic
+        clocked.set(1000.5)  # step 1000.4: 0.4 s of traffic
         before = requests(url)
         expect = {f.name: counters.counter(traffic, f.name, 0.4) for f in files}
         wait_for(lambda: int((port_dir / "port_xmit_data").read_text())
@@ -299,18 +299,14 @@ def test_a_reader_below_a_port_sees_new_counters_once_their_directory_expires(
     asks for its attributes once they expire, and that GETATTR brings the port up to the step:
     the reader sees new values within the directory's timeout (shortened here to 0.5 s), not
     the files' own (minutes), with no request per file."""
-    clock = tmp_path / "clock"
-    clock.write_text("1000.0")
     mnt = tmp_path / "mnt"
     port = free_port()
     args = ["--profile", "h100", "--cache-mode", "no-open", "--counter-staleness-ms", "200",
             "--host-sysfs", "none", "--metrics", f"127.0.0.1:{port}"]
-    command = [sys.executable, "-m", "tests.helpers.serve_clocked", str(clock),
-               "--stepped-dir-timeout", "0.5", *args, str(mnt)]
     url = f"http://127.0.0.1:{port}/metrics"
     traffic = state_of("h100").hcas[0].ports[0].traffic
-    with mokkafs_mount(mnt, args, command=command) as mount:
-        dir_fd = os.open(mount.path / COUNTER.rsplit("/", 1)[0], os.O_RDONLY | os.O_DIRECTORY)
+    with clocked_mount(mnt, args, 1000.0, stepped_dir_timeout=0.5) as clocked:
+        dir_fd = os.open(clocked.path / COUNTER.rsplit("/", 1)[0], os.O_RDONLY | os.O_DIRECTORY)
         try:
             def value(name: str) -> int:
                 fd = os.open(name, os.O_RDONLY, dir_fd=dir_fd)
@@ -320,7 +316,7 @@ def test_a_reader_below_a_port_sees_new_counters_once_their_directory_expires(
                     os.close(fd)
 
             assert value("port_xmit_data") == value("port_rcv_data") == 0
-            clock.write_text("1000.5")  # step 1000.4
+            clocked.set(1000.5)  # step 1000.4
             before = requests(url)
             expect = counters.counter(traffic, "port_xmit_data", 0.4)
             wait_for(lambda: value("port_xmit_data") == expect, 10,

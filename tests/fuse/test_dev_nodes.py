@@ -12,9 +12,9 @@ import pytest
 
 from mokkafs.delivery.mounts import served_device_nodes
 from mokkafs.surfaces.dev import char_devices
-from tests.conftest import state_of
 from tests.helpers.mounts import mokkafs_mount
-from tests.unit.test_nvidia_dev import driver_of, proc_majors
+from tests.helpers.nvidia_dev import driver_of, proc_majors
+from tests.helpers.profiles import state_of
 
 
 def walk_char_devices(root: Path) -> dict[str, os.stat_result]:

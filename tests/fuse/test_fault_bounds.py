@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fuse.test_faults import clocked
+from tests.helpers.faults import fault_node
 
 
 def fault_file(path: Path, prefix: str, n: int) -> str:
@@ -18,7 +18,7 @@ def fault_file(path: Path, prefix: str, n: int) -> str:
 def test_the_control_socket_refuses_faults_beyond_the_bound(tmp_path: Path) -> None:
     profile = "faults:\n" + "".join(
         f"  - {{name: p{i}, kind: gpu-lost, target: gpu1, after: 3600}}\n" for i in range(250))
-    with clocked(tmp_path, profile) as node:
+    with fault_node(tmp_path, profile) as node:
         many = node.fault("apply", fault_file(tmp_path / "many.yaml", "m", 65))
         assert many.returncode == 2, many.stderr
         assert "many.yaml" in many.stderr and "faults: List should have at most 64 items" \

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from mokkafs.serve.durable import file_name
-from tests.conftest import state_of
 from tests.helpers.live import profile_text
 from tests.helpers.mounts import REPO, free_port, mokkafs_mount
+from tests.helpers.profiles import state_of
 
 FAULTS = """faults:
   - {name: down, kind: ib-port-down, target: mlx5_0/1, for: 600}

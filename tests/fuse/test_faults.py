@@ -9,65 +9,23 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import device_path, state_of
-from tests.helpers.live import Live, live_mount, profile_text, rename_over, requests
+from tests.helpers.faults import fault_node
+from tests.helpers.live import profile_text, rename_over, requests
 from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
 from tests.helpers.pass_mode import PASS_MODE
+from tests.helpers.profiles import device_path, state_of
 
-CLOCKED = [sys.executable, "-m", "tests.helpers.serve_clocked"]
 DOWN_LATER = """faults:
   - {name: down, kind: ib-port-down, target: mlx5_0/1, after: 10, for: 20}
 """
 
 
-@dataclass
-class Clocked:
-    live: Live
-    clock: Path
-    control: Path
-
-    def at(self, seconds: float) -> None:
-        self.clock.write_text(f"{5000.0 + seconds}")
-
-    def port(self, name: str, hca: str = "mlx5_0") -> str:
-        return (self.live.mount.sys / f"class/infiniband/{hca}/ports/1/{name}").read_text()
-
-    def fault(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "mokkafs", "fault", "--control",
-                               str(self.control), *args], capture_output=True, text=True,
-                              cwd=REPO, timeout=60)
-
-    def states(self) -> dict[str, str]:
-        out = self.fault("list")
-        assert out.returncode == 0, out.stderr
-        return {line.split("\t")[0]: line.split("\t")[3] for line in out.stdout.splitlines()}
-
-
-@contextmanager
-def clocked(tmp_path: Path, faults: str = "", profile: str = "h100",
-            expect: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> Iterator[Clocked]:
-    clock = tmp_path / "clock"
-    clock.write_text("5000.0")
-    control = tmp_path / "ctl" / "sock"
-    control.parent.mkdir(mode=0o700)
-    with live_mount(tmp_path, profile, ["--control", str(control),
-                                        "--counter-staleness-ms", "0", *extra],
-                    command=[*CLOCKED, str(clock)], expect=expect) as live:
-        if faults:
-            rename_over(live, profile_text(profile) + faults)
-            live.wait_generation(2)
-        yield Clocked(live, clock, control)
-
-
 def test_a_profile_fault_starts_and_ends_on_its_schedule(tmp_path: Path) -> None:
-    with clocked(tmp_path, DOWN_LATER) as node:  # applied at 5000 s
+    with fault_node(tmp_path, DOWN_LATER) as node:  # applied at 5000 s
         live = node.live
         assert node.port("state") == "4: ACTIVE\n" and node.states() == {"down": "pending"}
         node.at(10)
@@ -100,7 +58,7 @@ def test_a_profile_fault_starts_and_ends_on_its_schedule(tmp_path: Path) -> None
 def test_an_onset_reaches_the_kernel_only_for_what_it_changes(tmp_path: Path) -> None:
     """pyfuse3's style: count the requests that reach the daemon around a fault's onset.
     (No host sysfs: its pass-through entries expire on their own after a second.)"""
-    with clocked(tmp_path, DOWN_LATER, extra=("--host-sysfs", "none")) as node:
+    with fault_node(tmp_path, DOWN_LATER, extra=("--host-sysfs", "none")) as node:
         sysfs = node.live.mount.sys
         changed = [sysfs / f"class/infiniband/mlx5_0/ports/1/{n}" for n in ("state", "rate")]
         unchanged = [sysfs / "class/infiniband/mlx5_3/ports/1/state",
@@ -131,7 +89,7 @@ FAULTS = """faults:
 
 
 def test_the_control_socket_applies_lists_and_clears(tmp_path: Path) -> None:
-    with clocked(tmp_path) as node:
+    with fault_node(tmp_path) as node:
         mode = os.stat(node.control).st_mode
         assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
         assert node.states() == {}
@@ -176,7 +134,7 @@ def test_faults_across_profile_swaps(tmp_path: Path) -> None:
     """A profile fault keeps its timing through an unrelated swap; a run-time fault whose
     target a swap removes ends, with a log line."""
     later = "faults:\n  - {name: later, kind: gpu-removed, target: gpu0, after: 100}\n"
-    with clocked(tmp_path, later, expect=("fault nic11 ends",)) as node:
+    with fault_node(tmp_path, later, expect=("fault nic11 ends",)) as node:
         (tmp_path / "nic.yaml").write_text(
             "faults:\n  - {name: nic11, kind: ib-port-down, target: mlx5_11/1}\n")
         assert node.fault("apply", str(tmp_path / "nic.yaml")).returncode == 0
@@ -195,7 +153,7 @@ def test_faults_across_profile_swaps(tmp_path: Path) -> None:
 def test_a_profile_fault_cleared_stays_cleared_until_the_profile_changes_it(
         tmp_path: Path) -> None:
     lost = "faults:\n  - {name: lost, kind: gpu-lost, target: gpu0}\n"
-    with clocked(tmp_path, lost) as node:
+    with fault_node(tmp_path, lost) as node:
         assert node.states() == {"lost": "active"}
         assert node.fault("clear", "lost").returncode == 0
         assert node.states() == {}

@@ -15,9 +15,9 @@ import pytest
 
 from mokkafs.surfaces.nvidia_dev import device_numbers
 from mokkafs.testing import daemon
-from tests.conftest import state_of
 from tests.helpers.live import live_mount, profile_text, rename_over
 from tests.helpers.mounts import REPO, is_mounted, mokkafs_mount, wait_for
+from tests.helpers.profiles import state_of
 
 
 def numbers(root: Path) -> dict[str, tuple[int, int, int]]:

@@ -6,11 +6,9 @@ interfaces, and stopping (or being killed) leaves nothing behind that the next d
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import os
 import resource
-import secrets
 import shlex
 import shutil
 import signal
@@ -18,14 +16,13 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mokkafs.host.mountinfo import mounts_of
 from mokkafs.serve import READY
-from tests.helpers.live import Live, live_mount, profile_text, rename_over
+from tests.helpers.live import Live, cdi_node, live_mount, profile_text, rename_over
 from tests.helpers.mounts import HOST_ATTRIBUTE, REPO, free_port, mokkafs_mount, wait_for
 
 BROKEN = [sys.executable, "-m", "tests.helpers.serve_broken"]
@@ -77,19 +74,6 @@ def test_a_surface_that_raises_while_building_keeps_the_last_view(tmp_path: Path
         live.wait_generation(3)  # generations count loads; the second never served
         assert live.ready()["last_error"] is None
     assert "a surface bug while building" in live.mount.log_text()
-
-
-@contextlib.contextmanager
-def cdi_node(tmp_path: Path, profile: str = "h100", command: list[str] | None = None,
-             expect: tuple[str, ...] = ()) -> Iterator[tuple[Live, Path, str]]:
-    """A mount publishing its CDI spec into a directory of the test's (no runtime reads it)."""
-    cdi = tmp_path / "cdi"
-    kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
-    spec = cdi / (kind.replace("/", "_") + ".json")
-    with live_mount(tmp_path, profile, extra=["--cdi-dir", str(cdi), "--cdi-kind", kind],
-                    command=command, expect=expect,
-                    mountpoint=tmp_path / "share" / "node") as live:
-        yield live, spec, kind
 
 
 def test_a_cdi_directory_that_goes_bad_while_serving(tmp_path: Path) -> None:
@@ -238,7 +222,7 @@ def test_slow_clients_of_the_metrics_port_cannot_fail_the_probes(tmp_path: Path)
     port, and connect again whenever it closes them: they hold all its slots. Meanwhile every
     probe of the probes' own port answers 200, the client waiting no longer than the chart's
     probes do (the kubelet's bound on the answer, kept as the socket's timeout)."""
-    from tests.deploy.test_helm import container, render
+    from tests.helpers.helm import container, render
 
     probes = container(render({}))
     timeout = float(probes["livenessProbe"]["timeoutSeconds"])

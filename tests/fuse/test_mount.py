@@ -18,16 +18,16 @@ import pytest
 from mokkafs.delivery.render import MARKER
 from mokkafs.state import State
 from mokkafs.tree.nodes import File
-from tests.conftest import (
+from tests.helpers.mounts import REPO, Mount, is_mounted, mokkafs_mount
+from tests.helpers.profiles import (
     ALL_PROFILES,
     H100_GPU0,
     device_path,
     profile_id,
-    require_tool,
     state_of,
     tree_of,
 )
-from tests.helpers.mounts import REPO, Mount, is_mounted, mokkafs_mount
+from tests.helpers.tools import require_tool
 
 PCI_IDS = Path("/usr/share/misc/pci.ids")
 

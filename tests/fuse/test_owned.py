@@ -14,8 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from mokkafs.host.mountinfo import mounted_at
-from tests.fuse.test_hostile import cdi_node
-from tests.helpers.live import profile_text, rename_over
+from tests.helpers.live import cdi_node, profile_text, rename_over
 from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
 
 BUSY = 3  # MountError

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,26 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuse.test_cache_modes import STOCK_PYFUSE3
-from tests.helpers.mounts import REPO, is_mounted
+from mokkafs.testing import bare_fs
+from tests.helpers.mounts import REPO, STOCK_PYFUSE3, is_mounted
 
 
 @contextmanager
 def no_open_fs(mnt: Path, pythonpath: str | None) -> Iterator[Path]:
-    mnt.mkdir()
-    env = {**os.environ, "PYTHONPATH": pythonpath} if pythonpath else None
-    proc = subprocess.Popen([sys.executable, "-m", "tests.helpers.no_open_fs", str(mnt)],
-                            cwd=REPO, env=env, stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"serving\n"
+    env = {"PYTHONPATH": pythonpath} if pythonpath else None
+    with bare_fs([sys.executable, "-m", "tests.helpers.no_open_fs"], mnt, env=env,
+                 cwd=REPO) as proc:
         yield mnt
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        returncode = proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
-    assert returncode == 0
+    assert proc.returncode == 0
     assert not is_mounted(mnt)
 
 

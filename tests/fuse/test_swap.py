@@ -18,17 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
-    H100_GPU0,
-    device_path,
-    read_following_links,
-    require_tool,
-    state_of,
-    tree_of,
-)
 from tests.helpers.live import Live, live_mount, profile_text, rename_over, requests
 from tests.helpers.mounts import REPO, Mount, wait_for
 from tests.helpers.pass_mode import PASS_MODE
+from tests.helpers.profiles import H100_GPU0, device_path, read_following_links, state_of, tree_of
+from tests.helpers.tools import require_tool
 
 
 def write_in_place(live: Live, text: str) -> None:

@@ -1,9 +1,11 @@
-"""A live mount whose profile tests change, and its health and metrics endpoints."""
+"""A live mount whose profile tests change, and its health and metrics endpoints (a plugin:
+the ``live`` fixture); one that publishes its CDI spec (``cdi_node``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 import urllib.error
 import urllib.request
@@ -11,6 +13,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from mokkafs.testing import samples
 from tests.helpers.metrics import fuse_requests
@@ -87,7 +91,25 @@ def rename_over(live: Live, text: str) -> None:
     os.rename(tmp, live.profile)
 
 
-
-
 def requests(live: Live) -> dict[str, float]:
     return fuse_requests(live.get("/metrics")[1])
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    """A mount of a watched a100 profile, with its metrics endpoint."""
+    with live_mount(tmp_path) as mounted:
+        yield mounted
+
+
+@contextmanager
+def cdi_node(tmp_path: Path, profile: str = "h100", command: list[str] | None = None,
+             expect: tuple[str, ...] = ()) -> Iterator[tuple[Live, Path, str]]:
+    """A mount publishing its CDI spec into a directory of the test's (no runtime reads it)."""
+    cdi = tmp_path / "cdi"
+    kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
+    spec = cdi / (kind.replace("/", "_") + ".json")
+    with live_mount(tmp_path, profile, extra=["--cdi-dir", str(cdi), "--cdi-kind", kind],
+                    command=command, expect=expect,
+                    mountpoint=tmp_path / "share" / "node") as live:
+        yield live, spec, kind

@@ -1,5 +1,6 @@
 """Real mounts for tests: ``mokkafs.testing.daemon`` plus what a test requires of every daemon
-it starts (a clean exit, nothing left mounted, no complaint in the log it did not expect)."""
+it starts (a clean exit, nothing left mounted, no complaint in the log it did not expect).
+A plugin: the ``mount_h100`` fixture."""
 
 from __future__ import annotations
 
@@ -10,15 +11,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from mokkafs.host.mountinfo import mounted_at
 from mokkafs.testing import Daemon, daemon, free_port, wait_for
 
-__all__ = ["NVML_MOCK_PROFILES", "REPO", "SHIPPED_PROFILES", "Mount", "free_port",
+__all__ = ["NVML_MOCK_PROFILES", "REPO", "SHIPPED_PROFILES", "STOCK_PYFUSE3", "Mount", "free_port",
            "is_mounted", "mokkafs_mount", "shared_parent", "unexpected_complaints", "wait_for"]
 
 REPO = Path(__file__).resolve().parents[2]
 NVML_MOCK_PROFILES = REPO / "tests" / "data" / "nvml-mock"
 SHIPPED_PROFILES = REPO / "mokkafs" / "profiles"
+STOCK_PYFUSE3 = REPO / ".venv" / "pyfuse3-stock"  # scripts/setup.sh installs it there
 # A host attribute the view passes through below a merged directory (sysfs-relative)
 HOST_ATTRIBUTE = "devices/system/clocksource/clocksource0/current_clocksource"
 
@@ -76,3 +80,9 @@ def shared_parent(tmp_path: Path) -> Iterator[Path]:
         yield share
     finally:
         subprocess.run(["umount", "-l", str(share)], capture_output=True, check=False)
+
+
+@pytest.fixture
+def mount_h100(tmp_path: Path) -> Iterator[Mount]:
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "h100", "--node-name", "node-a"]) as m:
+        yield m

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from mokkafs.delivery.preload import library
-from tests.conftest import require_tool, state_of
 from tests.helpers.mounts import REPO, Mount, mokkafs_mount
+from tests.helpers.profiles import state_of
+from tests.helpers.tools import require_tool
 
 NATIVE = REPO / "native"
 

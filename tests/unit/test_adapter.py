@@ -26,24 +26,10 @@ from mokkafs.fuse.view import STATIC_TIMEOUT, TreeHolder, View
 from mokkafs.host.sysfs import Sysfs
 from mokkafs.tree.build import Tree, build
 from mokkafs.tree.nodes import Dir, File, Node, Symlink, text
+from tests.helpers.clocks import JumpingClock, Tenths
 
 T = TypeVar("T")
 GPU = "sys/devices/pci0000:00/0000:00:01.0"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 10.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Counting:
-    """Dynamic content: the clock's whole tenths."""
-
-    def __call__(self, now: float) -> bytes:
-        return f"{int(now * 10)}\n".encode()
 
 
 def explode(now: float) -> bytes:
@@ -57,7 +43,7 @@ def small_tree(generation: int = 1, vendor: str = "0x10de", *extra: Node) -> Tre
         text(f"{GPU}/vendor", vendor),
         File(f"{GPU}/remove", b"", 0o220, error=errno.EACCES),
         Symlink("sys/bus/pci/devices/0000:00:01.0", "../../../devices/pci0000:00/0000:00:01.0"),
-        File("sys/counter", Counting(), quantum=0.1),
+        File("sys/counter", Tenths(), quantum=0.1),
         File("sys/broken", explode),
     ], generation, generation * 1000)
 
@@ -113,9 +99,9 @@ def host_root(tmp_path: Path) -> Path:
 
 
 def make(tmp_path: Path, mode: CacheMode, broken: bool = False,
-         ) -> tuple[Operations, TreeHolder, Clock]:
+         ) -> tuple[Operations, TreeHolder, JumpingClock]:
     holder = TreeHolder(small_tree())
-    clock = Clock()
+    clock = JumpingClock(10.0)
     view = View(holder, HostView(Instances(host_root(tmp_path), broken)), clock=clock)
     return Operations(view, cache_policy(mode, view)), holder, clock
 
@@ -288,7 +274,7 @@ def test_a_host_attribute_not_everyone_may_read_is_never_read_for_a_stat(
     sysfs = TextSysfs(instances.own.fd, "fake")
     sysfs.reads = []
     instances.own = sysfs
-    view = View(TreeHolder(small_tree()), HostView(instances), clock=Clock())
+    view = View(TreeHolder(small_tree()), HostView(instances), clock=JumpingClock(10.0))
     ops = Operations(view, cache_policy(mode, view))
     nobody = cast(pyfuse3.RequestContext, SimpleNamespace(pid=os.getpid(), uid=65534,
                                                            gid=65534, umask=0))

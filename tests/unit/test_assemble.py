@@ -19,7 +19,7 @@ from mokkafs.surfaces import SURFACES
 from mokkafs.tree.assemble import Assembler, Surface
 from mokkafs.tree.build import Tree, build
 from mokkafs.tree.nodes import File, Node, text
-from tests.conftest import state_of
+from tests.helpers.profiles import state_of
 
 
 class Runs:

@@ -5,18 +5,12 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 from mokkafs.tree.nodes import File
-from tests.conftest import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
+from tests.helpers.cli import mokkafs
 from tests.helpers.mounts import REPO
-
-
-def mokkafs(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mokkafs", *args], capture_output=True,
-                          text=True, cwd=REPO, timeout=120, env={**os.environ, **(env or {})})
+from tests.helpers.profiles import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
 
 
 def test_tree_cat_shows_text_and_binary_content() -> None:

@@ -12,8 +12,8 @@ from mokkafs.surfaces import SURFACES, nvidia_dev, nvswitch_proc
 from mokkafs.surfaces.pci_config import VPD_CAP, config_space
 from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.nodes import File
-from tests.conftest import state_of
 from tests.helpers.mounts import SHIPPED_PROFILES
+from tests.helpers.profiles import state_of
 
 
 def test_vpd_is_the_pci_format_with_a_good_checksum() -> None:

@@ -14,10 +14,6 @@ import trio.testing
 from mokkafs.errors import FaultError, ProfileError
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied, at
-from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.view import TreeHolder
-from mokkafs.obs.metrics import Metrics
-from mokkafs.obs.status import Status
 from mokkafs.profile.schema import MAX_FAULTS, Fault, FaultFile
 from mokkafs.serve.faults import MIN_GAP, FaultScheduler
 from mokkafs.serve.swap import Installed, Prepared, Swapper
@@ -25,7 +21,8 @@ from mokkafs.state import State
 from mokkafs.surfaces import SURFACES
 from mokkafs.tree.assemble import Assembler
 from tests.helpers.clocks import JumpingClock
-from tests.unit.test_faults import NullKernel, port_file, with_faults
+from tests.helpers.faults import port_file, with_faults
+from tests.helpers.swapper import swapper_of
 
 
 def test_a_flap_faster_than_a_port_can_is_refused_naming_the_field_and_the_floor(
@@ -103,10 +100,7 @@ def transitions(state: State, clock: JumpingClock, last: float) -> list[tuple[fl
     tree, counts = Assembler(SURFACES).build(at(state, 0.0))
 
     async def main() -> list[tuple[float, str]]:
-        status = Status()
-        swapper = Recording(TreeHolder(tree), state, counts, build=Assembler(SURFACES).build,
-                            invalidator=Invalidator(NullKernel()), status=status,
-                            metrics=Metrics(status), clock=clock, shown_at=0.0)
+        swapper = swapper_of(tree, state, counts, kind=Recording, clock=clock, shown_at=0.0)
         swapper.installs, swapper.last, swapper.reached = [], last, trio.Event()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(FaultScheduler(swapper, clock, clock.sleep_until).run)

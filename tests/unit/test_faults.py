@@ -18,30 +18,15 @@ from mokkafs.profile.faults import selected
 from mokkafs.state import FaultSpec, State
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
-from tests.conftest import state_of, tree_of
+from tests.helpers.faults import H100, port_file, with_faults
 from tests.helpers.mounts import SHIPPED_PROFILES
-
-H100 = (SHIPPED_PROFILES / "h100.yaml").read_text()
-
-
-def with_faults(tmp_path: Path, faults: str, node: str = "node-a") -> State:
-    path = tmp_path / "faulty.yaml"
-    path.write_text(H100 + "faults:\n" + faults)
-    return state_of(path, node_name=node)
+from tests.helpers.profiles import state_of, tree_of
+from tests.helpers.swapper import swapper_of
 
 
 def read(tree: Tree, path: str, now: float = 0.0) -> str:
     entry = tree.resolve(path)
     assert entry is not None and isinstance(entry.node, File), path
-    return entry.node.read(now).decode()
-
-
-def port_file(tree: Tree, state: State, name: str, hca: str = "mlx5_0", now: float = 0.0,
-              ) -> str:
-    h = next(h for h in state.hcas if h.name == hca)
-    base = f"{state.function(h.bdf).path}/infiniband/{hca}/ports/1"
-    entry = tree.resolve(f"{base}/{name}")
-    assert entry is not None and isinstance(entry.node, File), name
     return entry.node.read(now).decode()
 
 
@@ -309,29 +294,13 @@ def test_the_scheduler_survives_its_own_failure(expected_logs: list[str]) -> Non
     trio.run(main)
 
 
-class NullKernel:
-    def invalidate_inode(self, inode: int, attr_only: bool) -> None:
-        pass
-
-    def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None:
-        pass
-
-    def store(self, inode: int, data: bytes) -> None:
-        pass
-
-
 def test_an_onset_between_the_first_build_and_the_swapper_is_installed_late(
         tmp_path: Path) -> None:
     """The first view shows t=0; by the time the swapper exists the clock says 10. An onset at
     5 is installed (late, as of 5), not skipped for the end at 25."""
     import trio
 
-    from mokkafs.fuse.invalidate import Invalidator
-    from mokkafs.fuse.view import TreeHolder
-    from mokkafs.obs.metrics import Metrics
-    from mokkafs.obs.status import Status
     from mokkafs.serve.faults import FaultScheduler
-    from mokkafs.serve.swap import Swapper
     from mokkafs.surfaces import SURFACES
     from mokkafs.tree.assemble import Assembler
 
@@ -340,10 +309,8 @@ def test_an_onset_between_the_first_build_and_the_swapper_is_installed_late(
     tree, counts = Assembler(SURFACES).build(at(state, 0.0))
 
     async def main() -> None:
-        status = Status()
-        swapper = Swapper(TreeHolder(tree), state, counts, build=Assembler(SURFACES).build,
-                          invalidator=Invalidator(NullKernel()), status=status,
-                          metrics=Metrics(status), clock=lambda: 10.0, shown_at=0.0)
+        swapper = swapper_of(tree, state, counts, clock=lambda: 10.0, shown_at=0.0)
+
         async def never(when: float) -> None:  # the clock stays at 10
             await trio.sleep_forever()
 
@@ -367,12 +334,7 @@ def test_a_transition_that_cannot_be_built_is_tried_once(tmp_path: Path,
     import trio
     import trio.testing
 
-    from mokkafs.fuse.invalidate import Invalidator
-    from mokkafs.fuse.view import TreeHolder
-    from mokkafs.obs.metrics import Metrics
-    from mokkafs.obs.status import Status
     from mokkafs.serve.faults import FaultScheduler
-    from mokkafs.serve.swap import Swapper
     from mokkafs.surfaces import SURFACES
     from mokkafs.tree.assemble import Assembler
 
@@ -387,10 +349,9 @@ def test_a_transition_that_cannot_be_built_is_tried_once(tmp_path: Path,
         raise RuntimeError("a surface bug")
 
     async def main() -> None:
-        status = Status()
-        swapper = Swapper(TreeHolder(tree), state, counts, build=broken,
-                          invalidator=Invalidator(NullKernel()), status=status,
-                          metrics=Metrics(status), clock=lambda: 10.0, shown_at=0.0)
+        swapper = swapper_of(tree, state, counts, build=broken, clock=lambda: 10.0,
+                             shown_at=0.0)
+        status = swapper.status
 
         async def never(when: float) -> None:
             await trio.sleep_forever()

@@ -13,7 +13,7 @@ from mokkafs.errors import ProfileError
 from mokkafs.state import State
 from mokkafs.surfaces.pci_config import config_space
 from mokkafs.tree.nodes import File, Symlink
-from tests.conftest import ALL_PROFILES, profile_id, state_of, tree_of
+from tests.helpers.profiles import ALL_PROFILES, profile_id, state_of, tree_of
 
 
 def bus(bdf: str) -> int:

@@ -13,8 +13,8 @@ import pytest
 from mokkafs.errors import ProfileError
 from mokkafs.profile.load import MAX_YAML_NODES, expanded_size
 from mokkafs.profile.resolve import MAX_PROFILE_BYTES, read_text
-from tests.conftest import state_of
 from tests.helpers.mounts import REPO, SHIPPED_PROFILES
+from tests.helpers.profiles import state_of
 
 H100 = (SHIPPED_PROFILES / "h100.yaml").read_text()
 

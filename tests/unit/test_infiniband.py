@@ -14,7 +14,7 @@ from mokkafs.profile import identity as ib_identity
 from mokkafs.state import Traffic, Windows
 from mokkafs.surfaces.infiniband import device_numbers, rate_text
 from mokkafs.tree.nodes import File, Symlink
-from tests.conftest import H100_NIC0, device_path, state_of, tree_of
+from tests.helpers.profiles import H100_NIC0, device_path, state_of, tree_of
 
 GUID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}\n$")
 NIC = device_path(H100_NIC0)  # mlx5_0's PCI function

@@ -11,8 +11,8 @@ import pytest
 from mokkafs.errors import ProfileError
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import load_state
-from tests.conftest import ALL_PROFILES, profile_id, state_of, tree_of
 from tests.helpers.live import profile_text
+from tests.helpers.profiles import ALL_PROFILES, profile_id, state_of, tree_of
 
 
 @pytest.mark.parametrize("path", ALL_PROFILES, ids=profile_id)

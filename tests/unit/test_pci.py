@@ -9,7 +9,7 @@ import struct
 from mokkafs.surfaces.pci import cpulist, cpumask, modalias
 from mokkafs.surfaces.pci_config import config_space, resource_text
 from mokkafs.tree.nodes import File, Symlink
-from tests.conftest import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
+from tests.helpers.profiles import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
 
 
 def read(tree: object, path: str) -> bytes:

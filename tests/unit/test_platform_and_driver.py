@@ -14,7 +14,7 @@ from mokkafs.state import HostFacts
 from mokkafs.surfaces.dmi import modalias
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import CharDevice, File, Symlink
-from tests.conftest import ALL_PROFILES, HOST_PROC_DEVICES, profile_id, state_of, tree_of
+from tests.helpers.profiles import ALL_PROFILES, HOST_PROC_DEVICES, profile_id, state_of, tree_of
 
 DMI = "sys/class/dmi/id"
 HOST_MODULES = ("fuse 159744 3 - Live 0x0000000000000000\n"

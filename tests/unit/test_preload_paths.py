@@ -11,8 +11,8 @@ import pytest
 
 from mokkafs.delivery import preload
 from mokkafs.tree.nodes import Dir
-from tests.conftest import ALL_PROFILES, profile_id, state_of, tree_of
 from tests.helpers.mounts import REPO
+from tests.helpers.profiles import ALL_PROFILES, profile_id, state_of, tree_of
 
 
 @pytest.fixture(scope="module")

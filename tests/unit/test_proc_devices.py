@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from mokkafs.surfaces.proc_devices import render
-from tests.conftest import state_of
+from tests.helpers.profiles import state_of
 
 
 def dra_major(content: str, name: str) -> int | None:

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from mokkafs.errors import ProfileError
-from tests.conftest import ALL_PROFILES, profile_id, state_of
 from tests.helpers.mounts import NVML_MOCK_PROFILES, REPO, is_mounted
+from tests.helpers.profiles import ALL_PROFILES, profile_id, state_of
 
 
 @pytest.mark.parametrize("path", ALL_PROFILES, ids=profile_id)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mokkafs.delivery.render import MARKER
-from tests.unit.test_cli import mokkafs
+from tests.helpers.cli import mokkafs
 
 REFUSED = 2  # UsageError
 

@@ -17,29 +17,8 @@ from mokkafs.fuse.told import ToldStore
 from mokkafs.fuse.units import Units
 from mokkafs.tree.build import Entry, Tree, build
 from mokkafs.tree.nodes import Dir, File, text
-from tests.helpers import clocks
-
-
-class Kernel:
-    def __init__(self) -> None:
-        self.batches: list[list[int]] = []
-        self._batch: list[int] = []
-
-    def invalidate_inode(self, inode: int, attr_only: bool) -> None:
-        pass
-
-    def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None:
-        pass
-
-    def store(self, inode: int, data: bytes) -> None:
-        assert threading.current_thread() is not threading.main_thread()
-        self._batch.append(inode)
-
-
-class Tenths:
-    def __call__(self, now: float) -> bytes:
-        return f"{int(now * 10)}\n".encode()
-
+from tests.helpers.clocks import JumpingClock, Tenths
+from tests.helpers.kernel import FakeKernel
 
 PORTS = ("p1", "p2", "p3")
 
@@ -53,21 +32,19 @@ def tree() -> Tree:
     return build(nodes, 1, 0)
 
 
-def kept_by(kernel: Kernel, t: Tree, *held: str) -> tuple[ToldStore, Refresher]:
-    """A refresher over ``kernel``, which holds "0" for each file of ``held``."""
+def kept_by(kernel: FakeKernel, t: Tree, *held: str) -> tuple[ToldStore, Refresher]:
+    """Refresher over ``kernel``, which holds "0" for each file of ``held``."""
     snapshots = ToldStore()
     for path in held:
         snapshots.take(entry(t, path).inode, b"0\n")
     return snapshots, Refresher(snapshots, Invalidator(kernel))
 
 
-class JumpingClock(clocks.JumpingClock):
-    """The pusher's clock in these tests."""
-
-    async def start_pushing(self, nursery: trio.Nursery, rounds: Refresher, t: Tree) -> None:
-        """``rounds.run`` on this clock, started and waiting for a hot unit."""
-        nursery.start_soon(rounds.run, lambda: t, self, self.sleep_until)
-        await trio.testing.wait_all_tasks_blocked()
+async def start_pushing(nursery: trio.Nursery, rounds: Refresher, t: Tree,
+                        clock: JumpingClock) -> None:
+    """``rounds.run`` on ``clock``, started and waiting for a hot unit."""
+    nursery.start_soon(rounds.run, lambda: t, clock, clock.sleep_until)
+    await trio.testing.wait_all_tasks_blocked()
 
 
 def entry(t: Tree, path: str) -> Entry:
@@ -78,15 +55,17 @@ def entry(t: Tree, path: str) -> Entry:
 
 def test_rounds_batch_what_was_read_together_and_only_that() -> None:
     t = tree()
-    kernel = Kernel()
+    kernel = FakeKernel()
     snapshots = ToldStore()
     rounds = Refresher(snapshots, Invalidator(kernel))
+
+    batches: list[list[int]] = []
 
     async def read_port(port: str, now: float) -> None:
         await rounds.refresh(t, entry(t, f"{port}/counters"), now)
         await rounds.refresh(t, entry(t, f"{port}/counters_ext"), now)
-        kernel.batches.append(kernel._batch)
-        kernel._batch = []
+        batches.append(kernel.stored_inodes())
+        kernel.calls.clear()
 
     async def main() -> None:
         for port in PORTS:  # the kernel has read every file once, at 0.0 ("0")
@@ -96,15 +75,15 @@ def test_rounds_batch_what_was_read_together_and_only_that() -> None:
         assert rounds.is_trigger(t, entry(t, "p1/counters_ext"))
         for port in PORTS:  # a first scrape: each port on its own
             await read_port(port, 0.15)
-        assert [len(b) for b in kernel.batches] == [5, 5, 5]  # counters/ and counters_ext/
-        kernel.batches.clear()
+        assert [len(b) for b in batches] == [5, 5, 5]  # counters/ and counters_ext/
+        batches.clear()
         for port in PORTS:  # the next: the first port's round takes them all
             await read_port(port, 15.05)
-        assert [len(b) for b in kernel.batches] == [15, 0, 0]
-        kernel.batches.clear()
+        assert [len(b) for b in batches] == [15, 0, 0]
+        batches.clear()
         for i in range(1, 30):  # one port polled alone: the others drop out of its rounds
             await read_port("p1", 15.05 + i * 0.1)
-        assert [len(b) for b in kernel.batches[-10:]] == [5] * 10
+        assert [len(b) for b in batches[-10:]] == [5] * 10
 
     trio.run(main)
     assert snapshots.get(entry(t, "p3/counters/a").inode) is not None
@@ -114,7 +93,7 @@ def test_a_scrape_longer_than_a_step_computes_each_counter_once() -> None:
     ports = [f"q{i}" for i in range(64)]
     t = build([File(f"{p}/counters/{c}", Tenths(), quantum=0.1) for p in ports for c in "ab"],
               1, 0)
-    kernel = Kernel()
+    kernel = FakeKernel()
     snapshots = ToldStore()
     rounds = Refresher(snapshots, Invalidator(kernel))
     for p in ports:
@@ -125,8 +104,8 @@ def test_a_scrape_longer_than_a_step_computes_each_counter_once() -> None:
         batches = []
         for i, p in enumerate(ports):  # 7 ms a port: the scrape spans five steps
             await rounds.refresh(t, entry(t, f"{p}/counters"), start + i * 0.007)
-            batches.append(len(kernel._batch))
-            kernel._batch = []
+            batches.append(len(kernel.stores()))
+            kernel.calls.clear()
         return [b for b in batches if b]
 
     async def main() -> None:
@@ -139,12 +118,11 @@ def test_a_scrape_longer_than_a_step_computes_each_counter_once() -> None:
     trio.run(main)
 
 
-class SlowKernel(Kernel):
+class SlowKernel(FakeKernel):
     """Stores that take a while, in the worker thread: a second round could overtake one."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.stored: list[tuple[int, bytes]] = []
         self.active = 0
         self.overlapped = False
         self._guard = threading.Lock()
@@ -156,7 +134,7 @@ class SlowKernel(Kernel):
         time.sleep(0.002)
         with self._guard:
             self.active -= 1
-            self.stored.append((inode, data))
+            super().store(inode, data)
 
 
 def test_rounds_of_two_steps_never_cross_and_snapshots_follow_the_kernel() -> None:
@@ -170,7 +148,7 @@ def test_rounds_of_two_steps_never_cross_and_snapshots_follow_the_kernel() -> No
             nursery.start_soon(rounds.refresh, t, entry(t, "p1/counters"), 0.15)
             await trio.lowlevel.checkpoint()
             nursery.start_soon(rounds.refresh, t, entry(t, "p1/counters"), 0.25)
-        ours = [data for inode, data in kernel.stored if inode == a.inode]
+        ours = [data for inode, data in kernel.stores() if inode == a.inode]
         assert ours == [b"1\n", b"2\n"]  # in step order: the kernel ends with step 2's
         snap = snapshots.get(a.inode)
         assert snap is not None and snap.content == b"2\n"
@@ -181,7 +159,7 @@ def test_rounds_of_two_steps_never_cross_and_snapshots_follow_the_kernel() -> No
 
 def test_units_a_swap_removed_are_forgotten() -> None:
     t = tree()
-    rounds = Refresher(ToldStore(), Invalidator(Kernel()))
+    rounds = Refresher(ToldStore(), Invalidator(FakeKernel()))
 
     async def main() -> None:
         for port in PORTS:
@@ -205,8 +183,8 @@ def test_a_unit_marked_so_is_the_trigger_of_all_its_directories() -> None:
     t = build(nodes, 1, 0)
     port, function = entry(t, "port"), entry(t, "function")
     assert Units.of(t).triggers == {port.inode: port.inode,
-                                    entry(t, "function/power").inode: function.inode}
-    kernel = Kernel()
+                          entry(t, "function/power").inode: function.inode}
+    kernel = FakeKernel()
     snapshots = ToldStore()
     rounds = Refresher(snapshots, Invalidator(kernel))
     assert rounds.is_trigger(t, port) and not rounds.is_trigger(t, entry(t, "port/counters"))
@@ -217,7 +195,7 @@ def test_a_unit_marked_so_is_the_trigger_of_all_its_directories() -> None:
 
     async def main() -> None:
         assert await rounds.refresh(t, port, 0.25) == pytest.approx(0.3)  # the step's end
-        assert sorted(kernel._batch) == sorted(f.inode for f in files)
+        assert sorted(kernel.stored_inodes()) == sorted(f.inode for f in files)
 
     trio.run(main)
     assert all(snapshots.get(f.inode).content == b"2\n" for f in files)  # type: ignore[union-attr]
@@ -227,7 +205,7 @@ def test_a_unit_read_in_consecutive_steps_is_pushed_each_step_then_nothing_runs(
     """Hot units: pushed at the start of every step until their entry ends, then the pusher
     waits on an event with no timer (a node nobody reads costs nothing)."""
     t = tree()
-    kernel = Kernel()
+    kernel = FakeKernel()
     names = [f"p1/{n}" for n in ("counters/a", "counters/b", "counters/c", "counters_ext/x",
                                  "counters_ext/y")]
     snapshots, rounds = kept_by(kernel, t, *names)
@@ -244,7 +222,7 @@ def test_a_unit_read_in_consecutive_steps_is_pushed_each_step_then_nothing_runs(
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            await clock.start_pushing(nursery, rounds, t)
+            await start_pushing(nursery, rounds, t, clock)
             assert await rounds.refresh(t, entry(t, "p1/counters"), 0.05) == pytest.approx(0.1)
             await trio.testing.wait_all_tasks_blocked()
             assert clock.slept == []  # asked once: not hot, nothing pushed ahead
@@ -257,7 +235,7 @@ def test_a_unit_read_in_consecutive_steps_is_pushed_each_step_then_nothing_runs(
             # every step until its entry ends at 1.2, and one more: a reader back in that step
             # would have made it hot again
             assert clock.slept == pytest.approx([0.2 + i / 10 for i in range(12)])
-            assert len(kernel._batch) == 5 * 11  # step 0.1 when asked, then 0.2 ... 1.1
+            assert len(kernel.stores()) == 5 * 11  # step 0.1 when asked, then 0.2 ... 1.1
             assert snapshots.get(files[0].inode).content == b"11\n"  # type: ignore[union-attr]
             clock.slept.clear()
             await trio.testing.wait_all_tasks_blocked()
@@ -277,7 +255,7 @@ def test_a_push_that_fails_is_logged_once_and_tried_again_at_every_step(
     expected_logs.append("pushing counters ahead of their readers works again")
     t = tree()
 
-    class Failing(Kernel):
+    class Failing(FakeKernel):
         fail = False
         failed = 0
 
@@ -305,7 +283,7 @@ def test_a_push_that_fails_is_logged_once_and_tried_again_at_every_step(
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            await clock.start_pushing(nursery, rounds, t)
+            await start_pushing(nursery, rounds, t, clock)
             await rounds.refresh(t, entry(t, "p1/counters"), 0.05)
             clock.now = 0.15
             await rounds.refresh(t, entry(t, "p1/counters"), 0.15)  # hot from here
@@ -327,7 +305,7 @@ def test_a_push_that_outlasts_a_step_is_followed_at_once() -> None:
     t = tree()
     clock = JumpingClock()
 
-    class Slow(Kernel):
+    class Slow(FakeKernel):
         def store(self, inode: int, data: bytes) -> None:
             super().store(inode, data)
             clock.now += 0.05  # three files: 0.15 s a push
@@ -337,7 +315,7 @@ def test_a_push_that_outlasts_a_step_is_followed_at_once() -> None:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            await clock.start_pushing(nursery, rounds, t)
+            await start_pushing(nursery, rounds, t, clock)
             await rounds.refresh(t, entry(t, "p1/counters"), 0.05)
             clock.now = 0.15
             await rounds.refresh(t, entry(t, "p1/counters"), 0.15)  # hot until 1.2
@@ -350,7 +328,7 @@ def test_a_push_that_outlasts_a_step_is_followed_at_once() -> None:
     # Every push ended in a later step, which was pushed next without a wait: the pusher
     # waited only for the step after the one asked for, and once the entry had ended.
     assert all(w < 0.2 + 1e-9 or w > 1.2 - 1e-9 for w in clock.slept), clock.slept
-    assert len(kernel._batch) >= 3 * 6  # about every 0.15 s from 0.15 to 1.2
+    assert len(kernel.stores()) >= 3 * 6  # about every 0.15 s from 0.15 to 1.2
 
 
 def test_a_lookup_that_waited_for_a_failed_round_runs_its_own() -> None:
@@ -387,7 +365,7 @@ def test_a_lookup_that_waited_for_a_failed_round_runs_its_own() -> None:
 
     trio.run(main)
     assert sorted(outcomes) == ["answered", "failed"]
-    assert kernel.stored == [(a.inode, b"1\n")]  # the second walk's own round stored it
+    assert kernel.stores() == [(a.inode, b"1\n")]  # the second walk's own round stored it
 
 
 def test_catching_a_unit_up_refreshes_it_alone_and_is_not_an_asking() -> None:
@@ -395,7 +373,7 @@ def test_catching_a_unit_up_refreshes_it_alone_and_is_not_an_asking() -> None:
     # directory, not the trigger: its unit is brought to the step, once a step, and nothing
     # else follows from it (no companions, no hot unit).
     t = tree()
-    kernel = Kernel()
+    kernel = FakeKernel()
     snapshots, rounds = kept_by(kernel, t, *(f"{p}/counters/a" for p in PORTS))
     counters = entry(t, "p1/counters")
 
@@ -403,16 +381,16 @@ def test_catching_a_unit_up_refreshes_it_alone_and_is_not_an_asking() -> None:
         rounds.pushing = True  # as if ``run`` were there: an asking could make a unit hot
         for port in PORTS:  # a scrape: the three ports are read together ...
             await rounds.refresh(t, entry(t, f"{port}/counters"), 0.15)
-        kernel._batch.clear()
+        kernel.calls.clear()
         assert rounds.is_stepped(t, counters) and rounds.is_stepped(t, entry(t, "p1/counters_ext"))
         await rounds.catch_up(t, counters, 0.25)  # ... yet catching p1 up is p1 alone
         await rounds.catch_up(t, entry(t, "p1/counters_ext"), 0.26)  # (same unit, same step)
-        assert kernel._batch == [entry(t, "p1/counters/a").inode]
-        assert snapshots.get(kernel._batch[0]).content == b"2\n"  # type: ignore[union-attr]
+        assert kernel.stored_inodes() == [entry(t, "p1/counters/a").inode]
+        assert snapshots.get(kernel.stored_inodes()[0]).content == b"2\n"  # type: ignore[union-attr]
         assert not rounds._hot
-        kernel._batch.clear()
+        kernel.calls.clear()
         await rounds.refresh(t, counters, 0.27)  # an asking in the step catching up ran:
-        assert kernel._batch == []  # nothing left to do, and p1 was asked for 0.12 s ago ...
+        assert not kernel.stores()  # nothing left to do, and p1 was asked for 0.12 s ago ...
         assert list(rounds._hot) == [entry(t, "p1").inode]  # ... so it is hot now
 
     trio.run(main)

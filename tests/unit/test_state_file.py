@@ -17,7 +17,7 @@ from mokkafs.faults.record import MAX_BYTES, record, restore, restored_state
 from mokkafs.profile.schema import Fault
 from mokkafs.serve.durable import StateFile, file_name
 from mokkafs.state import State
-from tests.unit.test_faults import with_faults
+from tests.helpers.faults import with_faults
 
 DOWN = Fault.model_validate({"name": "down", "kind": "ib-port-down", "target": "mlx5_0/1",
                              "for": 600})

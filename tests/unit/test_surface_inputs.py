@@ -21,8 +21,8 @@ from mokkafs.surfaces import SURFACES, infiniband
 from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
-from tests.conftest import ALL_PROFILES, HOST_PROC_DEVICES, profile_id, state_of
 from tests.helpers.mounts import SHIPPED_PROFILES
+from tests.helpers.profiles import ALL_PROFILES, HOST_PROC_DEVICES, profile_id, state_of
 
 
 class Recorder:

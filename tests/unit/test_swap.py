@@ -13,9 +13,6 @@ import trio
 from mokkafs import counters
 from mokkafs.faults.effects import carry
 from mokkafs.fuse.invalidate import Invalidator
-from mokkafs.fuse.view import TreeHolder
-from mokkafs.obs.metrics import Metrics
-from mokkafs.obs.status import Status
 from mokkafs.serve import swap
 from mokkafs.source import Update
 from mokkafs.state import Generation, Traffic
@@ -24,26 +21,21 @@ from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, File, Symlink, text
-from tests.conftest import state_of
+from tests.helpers.kernel import FakeKernel
 from tests.helpers.mounts import REPO
+from tests.helpers.profiles import state_of
+from tests.helpers.swapper import swapper_of
 
 
-class RecordingKernel:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, tuple[object, ...], int]] = []
-
-    def invalidate_inode(self, inode: int, attr_only: bool) -> None:
-        self.calls.append(("inode", (inode, attr_only), threading.get_ident()))
-
-    def invalidate_entry(self, parent: int, name: bytes, deleted: int) -> None:
-        self.calls.append(("entry", (parent, name, deleted), threading.get_ident()))
+class RecordingKernel(FakeKernel):
+    """Refuses stores of two inodes, as the kernel does: 99 it does not hold, 98 fails."""
 
     def store(self, inode: int, data: bytes) -> None:
         if inode == 99:  # as the kernel answers for an inode it does not hold
             raise OSError(errno.ENOENT, "not cached")
         if inode == 98:
             raise OSError(errno.EIO, "failed")
-        self.calls.append(("store", (inode, data), threading.get_ident()))
+        super().store(inode, data)
 
 
 PLAN = Invalidation(changed_data=(Inode(11),), changed_attrs=(Inode(12),),
@@ -187,10 +179,8 @@ def test_a_carry_that_raises_keeps_the_last_view(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(swap, "carry", broken)
 
     async def main() -> None:
-        status = Status()
-        swapper = swap.Swapper(TreeHolder(tree), state, counts, build=Assembler(SURFACES).build,
-                               invalidator=Invalidator(RecordingKernel()), status=status,
-                               metrics=Metrics(status))
+        swapper = swapper_of(tree, state, counts)
+        status = swapper.status
         result = await swapper.apply(
             Update(replace(state, generation=Generation(2)), None, 0.0))
         assert result is None and status.apply_errors == {"build": 1}

@@ -6,7 +6,7 @@ import pytest
 
 from mokkafs.tree.build import ROOT_INODE, TreeError, build, inode_of
 from mokkafs.tree.nodes import Dir, File, relative_link, text
-from tests.conftest import H100_GPU0, device_path, state_of, tree_of
+from tests.helpers.profiles import H100_GPU0, device_path, state_of, tree_of
 
 
 def test_inodes_are_stable_across_generations_and_profiles() -> None:

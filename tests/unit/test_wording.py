@@ -40,7 +40,7 @@ def test_problems_are_counted_in_the_plural(tmp_path: Path) -> None:
 def test_the_readiness_line_names_the_cache_mode_after_the_words_cache_mode() -> None:
     from mokkafs.fuse.cache_mode import CacheMode
     from mokkafs.serve.config import default_announce
-    from tests.conftest import state_of, tree_of
+    from tests.helpers.profiles import state_of, tree_of
 
     state = state_of("t4")
     line = default_announce(state, tree_of(state), Path("/mnt"), CacheMode.KEEP_CACHE)

@@ -1,7 +1,7 @@
 """Containers for the CDI tests: podman with runc (podman 4.3 here needs runc and lowered
 ulimits, see consumers.md §4.1), an image made locally from the host's own tools (no
 registry), and a mokkafs daemon that publishes its spec into the runtime's CDI directory
-under a kind of its own."""
+under a kind of its own (a plugin: the ``hosttools_image`` and ``h100_node`` fixtures)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
-from tests.helpers.mounts import Mount, free_port, mokkafs_mount, shared_parent
+from tests.helpers.mounts import (
+    SHIPPED_PROFILES,
+    Mount,
+    free_port,
+    mokkafs_mount,
+    shared_parent,
+)
+from tests.helpers.tools import require_tool
 
 IMAGE = "localhost/mokkafs-test-hostroot"  # imported once per content (hosttools_image)
 CDI_DIR = Path("/var/run/cdi")  # podman 4.3 reads only /etc/cdi and /var/run/cdi
@@ -98,8 +104,6 @@ def start_node(tmp_path: Path, profile: Path) -> Iterator[Node]:
 def h100_node(tmp_path: Path, hosttools_image: str) -> Iterator[Node]:
     profile = tmp_path / "config" / "node.yaml"
     profile.parent.mkdir()
-    profile.write_text((Path(__file__).parents[2] / "mokkafs/profiles/h100.yaml").read_text())
+    profile.write_text((SHIPPED_PROFILES / "h100.yaml").read_text())
     yield from start_node(tmp_path, profile)
 
-
-from tests.consumers.conftest import ibdump  # noqa: E402,F401  (the Go reader, shared)

@@ -1,22 +1,22 @@
 """Helpers to run real consumers against a mount: private mount namespaces, device nodes,
-the Go reader built offline, and a loopback node_exporter stopped by its PID."""
+the Go reader built offline (a plugin: the ``ibdump`` fixture), and a loopback node_exporter
+stopped by its PID."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
-import socket
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tool
-from tests.helpers.mounts import free_port
+from mokkafs import testing
+from tests.helpers.mounts import REPO
+from tests.helpers.tools import require_tool
 
-GO_SOURCE = Path(__file__).parent / "go" / "ibdump"
+GO_SOURCE = REPO / "tests" / "consumers" / "go" / "ibdump"
 
 
 def in_namespace(script: str, timeout: float = 60) -> str:
@@ -58,26 +58,6 @@ def ibdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-@contextmanager
-def node_exporter(sysfs: Path) -> Iterator[str]:
+def node_exporter(sysfs: Path) -> contextlib.AbstractContextManager[str]:
     """A node_exporter with only the infiniband collector, on a loopback port of its own."""
-    exe = require_tool("prometheus-node-exporter")
-    port = free_port()
-    proc = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{port}",
-                             f"--path.sysfs={sysfs}", "--collector.disable-defaults",
-                             "--collector.infiniband"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        from tests.helpers.mounts import wait_for
-
-        def up() -> bool:
-            with socket.socket() as s:
-                return s.connect_ex(("127.0.0.1", port)) == 0
-
-        wait_for(lambda: up() or proc.poll() is not None, 20, "node_exporter")
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        yield url
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)  # reaps it and closes the stderr pipe
+    return testing.node_exporter(require_tool("prometheus-node-exporter"), sysfs)

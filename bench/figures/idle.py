@@ -1,0 +1,38 @@
+"""A daemon's memory at each HCA count, and what it costs while nobody reads."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.harness import daemon, profile_with, read_file
+
+
+def idle_and_rss(hca_counts: list[int], idle_s: int, tmp: Path) -> dict[str, Any]:
+    """A daemon's RSS at each HCA count; at the largest, its CPU ticks and context switches
+    over ``idle_s`` seconds once a reader that kept every port hot has stopped."""
+    out: dict[str, Any] = {"rss_kib": {}}
+    for hcas in hca_counts:
+        with daemon(profile_with(hcas, tmp), tmp / f"mnt-idle-{hcas}") as d:
+            time.sleep(1)
+            out["rss_kib"][hcas] = d.status("VmRSS")
+            if hcas == max(hca_counts):
+                # A reader of every port in consecutive steps makes them all hot (pushed at
+                # each step); once it stops, pushing must end within a second and then
+                # nothing may run.
+                counters = sorted((d.mnt / "sys/class/infiniband").glob("*/ports/*/counters"))
+                for _ in range(3):
+                    for c in counters:
+                        read_file(c / "port_xmit_data")
+                    time.sleep(0.1)
+                time.sleep(2)
+                ticks, ctx = d.cpu_ticks(), (d.status("voluntary_ctxt_switches")
+                                             + d.status("nonvoluntary_ctxt_switches"))
+                time.sleep(idle_s)
+                out["idle_hcas"] = hcas
+                out["idle_seconds"] = idle_s
+                out["idle_cpu_ticks"] = d.cpu_ticks() - ticks
+                out["idle_ctx_switches"] = (d.status("voluntary_ctxt_switches")
+                                            + d.status("nonvoluntary_ctxt_switches") - ctx)
+    return out

@@ -1,1 +1,0 @@
-from tests.consumers.conftest import ibdump  # noqa: F401  (the Go reader, shared)
