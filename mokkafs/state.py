@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal, NewType
 
+from mokkafs.state_mig import Imex, MigGpu
+
 Generation = NewType("Generation", int)
 
 DeviceKind = Literal["gpu", "nvswitch", "hca", "bridge"]
@@ -368,6 +370,9 @@ class State:
     started_at: float = 0.0
     counter_quantum: float = 0.1
     faults: tuple[FaultSpec, ...] = ()
+    # The GPUs booted in MIG mode and their instances, and the IMEX channels (state_mig)
+    mig: tuple[MigGpu, ...] = ()
+    imex: Imex = field(default_factory=Imex)
 
     def major(self, name: str) -> int:
         """The character major the named driver registered (KeyError when none did)."""

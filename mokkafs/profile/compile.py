@@ -22,7 +22,9 @@ from mokkafs.errors import Problem, ProfileError
 from mokkafs.profile import devices, infiniband, machine, topology
 from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.faults import compile_faults
+from mokkafs.profile.imex import compile_imex
 from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.mig import layouts
 from mokkafs.profile.platform import driver, platform
 from mokkafs.profile.schema import InfiniBand, PcieTopology, Profile
 from mokkafs.profile.values import MAX_CPUS
@@ -245,8 +247,11 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         counter_quantum=options.counter_quantum,
     )
     specs = compile_faults(profile.faults, state, ("faults",), problems)
+    own = {d.index: (pos, d.mig) for pos, d in enumerate(profile.devices)}
+    mig = layouts(profile.device_defaults.mig, own, state.gpus(), problems)
+    imex = compile_imex(profile.system.imex, problems)
     problems.check()
-    return replace(state, faults=specs)
+    return replace(state, faults=specs, mig=mig, imex=imex)
 
 
 def _pci_side(profile: Profile, filename: str, node_name: str, ib_served: bool,

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from mokkafs.profile.imex import ImexSection
+from mokkafs.profile.mig import Mig
 from mokkafs.profile.values import (
     MAX_GPUS,
     MAX_HCAS,
@@ -59,6 +61,7 @@ class DeviceConfig(OpenSection):
     pci: PciIds = PciIds()
     pcie: Pcie = Pcie()
     bar1_memory: Memory = Memory()
+    mig: Mig | None = None  # nvml-mock's MIG block (mokkafs.profile.mig)
 
 
 class DeviceOverride(DeviceConfig):
@@ -74,6 +77,8 @@ class System(OpenSection):
     # mokkafs: which kernel module the driver is: the open one (Turing and newer's default
     # since 560) or the proprietary one (taints the kernel P, names itself differently)
     kernel_modules: Literal["open", "proprietary"] = "open"
+    # mokkafs: the driver's IMEX parameters and channels (mokkafs.profile.imex)
+    imex: ImexSection = ImexSection()
 
 
 class NvSwitch(OpenSection):

@@ -3,7 +3,7 @@
 Data flows one way, profile -> State -> surfaces -> tree -> FUSE; the import graph follows it.
 A module may import its own package and anything of a lower rank, never a higher one:
 
-    0  errors, state                    the vocabulary
+    0  errors, state, state_mig         the vocabulary
     1  tree, profile                    pure data: the node model, the profile compiler
     2  surfaces, faults, host           views of a State, and the State under its faults at a
                                         time; the host's side (Linux calls, sysfs)
@@ -24,10 +24,10 @@ from pathlib import Path
 from tests.helpers.mounts import REPO
 
 PACKAGE = REPO / "mokkafs"
-RANKS = {"errors": 0, "state": 0, "tree": 1, "profile": 1, "surfaces": 2, "faults": 2, "host": 2,
+RANKS = {"errors": 0, "state": 0, "state_mig": 0, "tree": 1, "profile": 1, "surfaces": 2, "faults": 2, "host": 2,
          "source": 3, "fuse": 3, "obs": 3, "delivery": 4, "serve": 5, "cli": 6, "entry": 6,
          "__main__": 6, "__init__": 0, "testing": 6, "bin": 0}
-PURE = ("state", "tree", "surfaces", "faults", "profile/schema", "profile/values", "profile/load",
+PURE = ("state", "state_mig", "tree", "surfaces", "faults", "profile/schema", "profile/values", "profile/load",
         "profile/compile", "profile/faults", "profile/identity")
 IMPURE = {"trio", "pyfuse3", "os", "socket", "subprocess", "threading", "ctypes", "time",
           "shutil", "tempfile", "signal"}
