@@ -19,11 +19,10 @@ from tests.helpers.mounts import REPO, Mount, mokkafs_mount
 
 CAPS = "proc/driver/nvidia/capabilities"
 # GPU 0 of h100-mig re-partitioned: one 7g.80gb (GI 0) where four instances were
-WHOLE_7G = """    mig:                       # nvml-mock's explicit form: IDs and placements as created
+WHOLE_7G = """    mig:
       mode_current: enabled
       mode_pending: enabled
       gpu_instances: [{profile: "7g.80gb"}]
-      instances_were:
 """
 
 
@@ -91,7 +90,7 @@ def repartitioned() -> str:
     text = profile_text("h100-mig")
     start = text.index("    mig:                       # nvml-mock's explicit form")
     end = text.index("  - index: 1\n")
-    return text[:start] + WHOLE_7G.replace("      instances_were:\n", "") + text[end:]
+    return text[:start] + WHOLE_7G + text[end:]
 
 
 def test_a_layout_swap_is_atomic_for_a_reader_looping_through_it(tmp_path: Path) -> None:
