@@ -71,9 +71,8 @@ def test_capabilities_and_nodes_are_served(tmp_path: Path) -> None:
 def test_gb200_serves_imex_channel0_on_the_major_proc_devices_names(tmp_path: Path) -> None:
     with mokkafs_mount(tmp_path / "mnt", ["--profile", "gb200",
                                           "--node-name", "node-a"]) as mount:
-        majors = dict(reversed(line.split(None, 1)) for line in
-                      (mount.path / "proc/devices").read_text().split("\n\n")[0]
-                      .splitlines()[1:])
+        chars = (mount.path / "proc/devices").read_text().split("\n\n")[0].splitlines()[1:]
+        majors = {name: major for major, name in (line.split(None, 1) for line in chars)}
         channels = mount.path / "dev/nvidia-caps-imex-channels"
         assert [p.name for p in channels.iterdir()] == ["channel0"]
         st = os.stat(channels / "channel0")
