@@ -147,7 +147,7 @@ def gi_id(size: int, start: int) -> int:
     return {8: 0, 4: 1, 2: 3, 1: 7}[size] + start // size
 
 
-class _Layout:
+class Layout:
     """One GPU's instances as they are created, in order, with the problems found."""
 
     def __init__(self, names: dict[str, str], model: str, where: YamlPath,
@@ -261,7 +261,7 @@ def layout(mig: Mig, device_id: int, bdf: str, minor: int, where: YamlPath,
                      f"table covers minors 0-{MAX_GPUS - 1}")
         return None
     model, names = entry
-    out = _Layout(names, model, where, problems)
+    out = Layout(names, model, where, problems)
     if mig.instances is not None:
         for pos, rec in enumerate(mig.instances):
             at: YamlPath = (*where, "instances", pos)
