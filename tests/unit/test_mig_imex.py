@@ -219,3 +219,16 @@ def test_channels_a_profile_names_exist_and_must_be_below_the_count(tmp_path: Pa
     with pytest.raises(ProfileError, match="channel 7 is outside 0-3") as info:
         state_of(path)
     assert any(p.path == "system.imex.channels[1]" for p in info.value.problems)
+
+
+def test_a_removed_gpu_takes_its_instances_with_it(tmp_path: Path) -> None:
+    from mokkafs.faults.effects import applied, at
+
+    path = tmp_path / "removed.yaml"
+    path.write_text(H100_MIG + "faults:\n  - {name: r, kind: gpu-removed, target: gpu0}\n")
+    state = at(applied(state_of(path), 0.0), 0.0)
+    paths = {n.path for n in build_tree(state)[0].parts["mig"][1]}
+    assert not any(p.startswith(f"{CAPS}/gpu0") for p in paths)
+    assert f"{CAPS}/gpu1/mig/gi13/access" in paths
+    minors = {mi for p, _, mi, _ in char_devices(state) if "nvidia-cap" in p}
+    assert gi_minor(0, 2) not in minors and gi_minor(1, 13) in minors
