@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from mokkafs.errors import UsageError
 from mokkafs.profile.load import Problems
-from mokkafs.profile.mig import SHAPES, TABLES, Layout
+from mokkafs.profile.mig import Layout
+from mokkafs.profile.mig_tables import SHAPES, TABLES
 from mokkafs.state import State
 from mokkafs.state_mig import GpuInstance, MigGpu
 
@@ -117,9 +118,9 @@ def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstan
                                           int(text) if text.isdigit() else None,
                                           ("-cci", pos))
                 keep += [(None, slices)] if slices is not None else []
-        layout.made[layout.made.index(gi)] = replace(gi, compute=())
-        cleared = layout.made[[g.id for g in layout.made].index(gi.id)]
-        layout.with_compute(cleared, keep, ("-cci" if action == "cci" else "-dci",))
+        cleared = replace(gi, compute=())
+        layout.made[layout.made.index(gi)] = cleared
+        layout.with_compute(cleared, keep, (f"-{action}",))
     problems.check()
     return tuple(sorted(layout.made, key=lambda g: g.id))
 

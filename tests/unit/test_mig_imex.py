@@ -10,7 +10,8 @@ import pytest
 
 from mokkafs.delivery.cdi import build_spec
 from mokkafs.errors import ProfileError
-from mokkafs.profile.mig import SHAPES, TABLES, gi_id
+from mokkafs.profile.mig import gi_id
+from mokkafs.profile.mig_tables import SHAPES, TABLES
 from mokkafs.state import State
 from mokkafs.surfaces import build_tree
 from mokkafs.surfaces.dev import char_devices
