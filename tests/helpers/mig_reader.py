@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 
 def walk(top: str, files: dict[str, str]) -> None:
@@ -46,11 +47,23 @@ def one_pass(root: str, gpu: int) -> dict[str, object]:
             "minors": sorted(minors)}
 
 
+def passed_since(out: Path, when: float) -> bool:
+    """Whether the reader wrote a pass that began at ``when`` or later."""
+    for line in out.read_text().splitlines()[::-1]:
+        try:
+            if json.loads(line)["start"] >= when:
+                return True
+        except ValueError:  # (a line being written)
+            continue
+    return False
+
+
 def main() -> None:
     root, gpu, out, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     with open(out, "w") as f:
         while not os.path.exists(stop):
             f.write(json.dumps(one_pass(root, gpu)) + "\n")
+            f.flush()  # (a test waits for a pass that began after each change)
 
 
 if __name__ == "__main__":
