@@ -67,6 +67,8 @@ __all__ = [
     "Windows",
 ]
 
+from mokkafs.model.mig import Imex, MigGpu
+
 Generation = NewType("Generation", int)
 
 
@@ -99,6 +101,9 @@ class State:
     started_at: float = 0.0
     counter_quantum: float = 0.1
     faults: tuple[FaultSpec, ...] = ()
+    # The GPUs booted in MIG mode and their instances, and the IMEX channels (model/mig.py)
+    mig: tuple[MigGpu, ...] = ()
+    imex: Imex = field(default_factory=Imex)
 
     def major(self, name: str) -> int:
         """The character major the named driver registered (KeyError when none did)."""

@@ -139,6 +139,9 @@ async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
     op = request.get("op")
     if op == "list":
         return {"ok": True, "faults": listing(swapper)}
+    if op == "mig":  # mokkafs mig (mokkafs.serve.mig)
+        from mokkafs.serve.mig import handle as mig_handle
+        return await mig_handle(request, swapper)
     if op == "apply":
         filename = str(request.get("file", "the fault file"))
         document, _ = parse_as(FaultFile, str(request.get("text", "")), filename)

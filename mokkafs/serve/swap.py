@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import trio
 
@@ -34,6 +34,7 @@ from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
+from mokkafs.serve.mig import MigLayer
 from mokkafs.source import Update
 from mokkafs.state import State
 from mokkafs.tree.assemble import Build
@@ -86,6 +87,7 @@ class Swapper:
         self.profile = profile  # as the source gave it
         self.state = profile if state is None else state  # and with the run-time faults
         self.book = FaultBook() if book is None else book
+        self.mig = MigLayer()  # MIG layouts changed at run time (mokkafs.serve.mig)
         self.build = build
         self.invalidator = invalidator
         self.status = status
@@ -155,10 +157,12 @@ class Swapper:
         async with self._lock:
             now = self.clock()
             book = self.book.copy()
-            merged = book.merge(update.state)
+            mig = self.mig.copy()
+            mig.prune(update.state)
+            merged = book.merge(mig.over(update.state))
             installed = await self._install(merged, now, "profile", since=self.state)
             if installed is not None:
-                self.profile, self.book = update.state, book
+                self.profile, self.book, self.mig = update.state, book, mig
                 await self._persist()
             return installed
 
@@ -169,11 +173,24 @@ class Swapper:
             book = self.book.copy()
             change(book, self.profile)
             now = self.clock()
-            merged = book.merge(self.profile)
+            merged = book.merge(self.mig.over(self.profile))
             result = await self._install(merged, now, "faults", since=self.state)
             if result is not None:
                 self.book = book
                 await self._persist()
+            return result
+
+    async def remig(self, change: Callable[[MigLayer, State], None]) -> Installed | None:
+        """Change the MIG layouts set at run time (``change`` edits the layer, checking
+        against the profile's State; it raises to refuse, and then nothing changes)."""
+        async with self._lock:
+            mig = self.mig.copy()
+            change(mig, self.profile)
+            # (changed at this moment: what it changes gets a new mtime, as a load's does)
+            merged = replace(self.book.merge(mig.over(self.profile)), loaded_at=time.time())
+            result = await self._install(merged, self.clock(), "mig", since=self.state)
+            if result is not None:
+                self.mig = mig
             return result
 
     async def _persist(self) -> None:

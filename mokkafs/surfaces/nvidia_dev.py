@@ -43,7 +43,7 @@ MODE_NVSWITCH = 0o666  # /proc/driver/nvidia-nvswitch/permissions: DeviceFileMod
 CAPS_DIR = "dev/nvidia-caps"
 # The names below dev/ that carry no number (the preload shim redirects them by name)
 FIXED_NAMES = ("nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps",
-               "nvidia-nvswitchctl")
+               "nvidia-nvswitchctl", "nvidia-caps-imex-channels")
 
 DevNode = tuple[str, int, int, int]  # /dev path, major, minor, mode
 

@@ -76,8 +76,11 @@ def version_text(state: State) -> str:
     return f"NVRM version: {nvrm}\nGCC version:  {GCC}\n"
 
 
-def params_text() -> str:
-    numbers = "".join(f"{name}: {value}\n" for name, value in PARAMS)
+def params_text(state: State | None = None) -> str:
+    """The module options, with the State's IMEX parameters (``State.imex``)."""
+    imex = {} if state is None else {"ImexChannelCount": state.imex.channel_count,
+                                     "CreateImexChannel0": int(state.imex.create_channel0)}
+    numbers = "".join(f"{name}: {imex.get(name, value)}\n" for name, value in PARAMS)
     return numbers + "".join(f'{name}: ""\n' for name in STRING_PARAMS)
 
 
@@ -135,7 +138,7 @@ def nodes(state: State) -> Iterator[Node]:
     gpus = state.gpus()
     yield Dir(DRIVER)
     yield File(f"{DRIVER}/version", version_text(state).encode())
-    yield File(f"{DRIVER}/params", params_text().encode())
+    yield File(f"{DRIVER}/params", params_text(state).encode())
     yield File(f"{DRIVER}/registry", b'Binary: ""\n', 0o644)
     yield File(f"{DRIVER}/suspend", b"suspend hibernate resume\n", 0o644)
     yield File(f"{DRIVER}/suspend_depth", b"default modeset uvm\n", 0o644)
@@ -161,4 +164,5 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(f"{CAPS}/sys-minors", f"fabric-imex-mgmt {FABRIC_IMEX_MGMT}\n".encode())
 
 
-SURFACE = stateless("proc_driver_nvidia", nodes, ("functions", "driver", "platform", "pci_drivers"))
+SURFACE = stateless("proc_driver_nvidia", nodes,
+                    ("functions", "driver", "platform", "pci_drivers", "imex"))

@@ -12,6 +12,7 @@ DRIVERS = (
     (r"nvidia-uvm(-tools)?", "nvidia-uvm"),
     (r"nvidia-caps/nvidia-cap[0-9]+", "nvidia-caps"),
     (r"nvidia-nvswitch([0-9]+|ctl)", "nvidia-nvswitch"),
+    (r"nvidia-caps-imex-channels/channel[0-9]+", "nvidia-caps-imex-channels"),
     (r"infiniband/uverbs[0-9]+", "infiniband_verbs"),
     (r"infiniband/(umad|issm)[0-9]+", "infiniband_mad"),
     (r"infiniband/rdma_cm", "misc"),

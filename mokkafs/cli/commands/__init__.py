@@ -18,6 +18,7 @@ COMMANDS = (
     "tree",
     "preload_env",
     "fault",
+    "mig",
     "render",
 )
 

@@ -21,7 +21,9 @@ from mokkafs.profile.compile.options import Options
 from mokkafs.profile.compile.pci import pci_side
 from mokkafs.profile.compile.reuse import PciCache, key_of, pci_profile
 from mokkafs.profile.faults import compile_faults
+from mokkafs.profile.imex import compile_imex
 from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.mig import layouts
 from mokkafs.profile.platform import driver, platform
 from mokkafs.profile.schema import PcieTopology, Profile
 from mokkafs.state import Generation, Hca, State
@@ -79,5 +81,8 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         counter_quantum=options.counter_quantum,
     )
     specs = compile_faults(profile.faults, state, ("faults",), problems)
+    own = {d.index: (pos, d.mig) for pos, d in enumerate(profile.devices)}
+    mig = layouts(profile.device_defaults.mig, own, state.gpus(), problems)
+    imex = compile_imex(profile.system.imex, problems)
     problems.check()
-    return replace(state, faults=specs)
+    return replace(state, faults=specs, mig=mig, imex=imex)

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from mokkafs.profile.imex import ImexSection
+from mokkafs.profile.mig import Mig
 from mokkafs.profile.values import (
     MAX_GPUS,
     Bdf,
@@ -43,6 +45,7 @@ class DeviceConfig(OpenSection):
     pci: PciIds = PciIds()
     pcie: Pcie = Pcie()
     bar1_memory: Memory = Memory()
+    mig: Mig | None = None  # nvml-mock's MIG block (mokkafs.profile.mig)
 
 
 class DeviceOverride(DeviceConfig):
@@ -58,6 +61,8 @@ class System(OpenSection):
     # mokkafs: which kernel module the driver is: the open one (Turing and newer's default
     # since 560) or the proprietary one (taints the kernel P, names itself differently)
     kernel_modules: Literal["open", "proprietary"] = "open"
+    # mokkafs: the driver's IMEX parameters and channels (mokkafs.profile.imex)
+    imex: ImexSection = ImexSection()
 
 
 class NvSwitch(OpenSection):

@@ -1,0 +1,150 @@
+"""MIG layouts changed at run time, the way ``nvidia-smi mig -cgi/-dgi/-cci/-dci`` changes a
+real node's: a layer over the profile's State (``MigLayer``, kept by the swapper like the fault
+book), and the control socket's ``{"op": "mig", ...}`` requests (``handle``).
+
+Each change makes a whole new layout of one GPU, checked like a profile's (placements, slices,
+IDs: ``mokkafs.profile.mig``), and is served as one new State: no view holds a compute
+instance whose GPU instance is gone. A layer entry holds while the profile's own layout of that
+GPU stays the one it was made over; a profile that changes it (or takes the GPU out of MIG
+mode) ends the entry, with a log line, as a real node's reboot into a new layout would.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from mokkafs.errors import UsageError
+from mokkafs.model.mig import GpuInstance, MigGpu
+from mokkafs.profile.load import Problems
+from mokkafs.profile.mig import Layout
+from mokkafs.profile.mig_tables import SHAPES, TABLES
+from mokkafs.state import State
+
+if TYPE_CHECKING:
+    from mokkafs.serve.swap import Swapper
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("list", "cgi", "dgi", "cci", "dci")
+
+
+@dataclass
+class MigLayer:
+    """Run-time layouts by GPU minor: (the profile's layout it was made over, the layout)."""
+
+    layouts: dict[int, tuple[tuple[GpuInstance, ...], tuple[GpuInstance, ...]]] = \
+        field(default_factory=dict)
+
+    def copy(self) -> MigLayer:
+        return MigLayer(dict(self.layouts))
+
+    def over(self, profile: State) -> State:
+        """``profile`` with the run-time layouts whose base it still has."""
+        if not self.layouts:
+            return profile
+        mig = tuple(replace(g, instances=self.layouts[g.minor][1])
+                    if g.minor in self.layouts and self.layouts[g.minor][0] == g.instances
+                    else g for g in profile.mig)
+        return replace(profile, mig=mig)
+
+    def prune(self, profile: State) -> None:
+        """Forget the entries ``profile`` no longer has the base of."""
+        bases = {g.minor: g.instances for g in profile.mig}
+        for minor in list(self.layouts):
+            if bases.get(minor) != self.layouts[minor][0]:
+                log.info("MIG layout of GPU minor %d set at run time ends: the profile "
+                         "changed it", minor)
+                del self.layouts[minor]
+
+
+def _gpu(profile: State, served: State, index: int) -> tuple[MigGpu, int]:
+    """The MIG GPU of nvidia-smi index ``index`` as served, and its PCI device id."""
+    for fn in profile.gpus():
+        if fn.gpu is not None and fn.gpu.index == index:
+            for gpu in served.mig:
+                if gpu.bdf == fn.bdf:
+                    return gpu, fn.device
+            raise UsageError(f"GPU {index} is not in MIG mode (its profile's mig.mode_current "
+                             "is not enabled)")
+    raise UsageError(f"no GPU {index}: the node has GPUs "
+                     f"{', '.join(str(f.gpu.index) for f in profile.gpus() if f.gpu)}")
+
+
+def _gi_key(layout: Layout, name: str, where: tuple[str | int, ...]) -> str | None:
+    if name.isdigit():  # nvidia-smi's profile ID (mig -lgip)
+        key = next((k for k, s in SHAPES.items() if s.profile_id == int(name)), None)
+        if key is None:
+            layout.problems.add(where, f"no GPU instance profile ID {name}; IDs are "
+                                f"{', '.join(str(s.profile_id) for s in SHAPES.values())}")
+        return key
+    return layout.shape(name, None, where)
+
+
+def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstance, ...]:
+    """The GPU's new layout after ``request`` (cgi, dgi, cci or dci); raises ProfileError
+    naming what cannot be done."""
+    action = request["action"]
+    problems = Problems(f"mokkafs mig -{action}", {})
+    layout = Layout(TABLES[device][1], TABLES[device][0], (f"-{action}",), problems)
+    layout.made = list(gpu.instances)
+    gis = [int(g) for g in request.get("gi") or []]
+    for g in gis:
+        if all(gi.id != g for gi in layout.made):
+            problems.add(("-gi",), f"GPU {request['gpu']} has no GPU instance {g}")
+    problems.check()
+    if action == "cgi":
+        for pos, name in enumerate(request.get("profiles") or []):
+            key = _gi_key(layout, str(name), ("-cgi", pos))
+            made = layout.gpu_instance(key, None, None, ("-cgi", pos)) if key else None
+            if made is not None and request.get("C"):
+                layout.with_compute(made, [(None, made.slices)], ("-C",))
+    elif action == "dgi":
+        layout.made = [gi for gi in layout.made if gis and gi.id not in gis]
+    elif action in ("cci", "dci"):
+        if len(gis) != 1:
+            problems.add(("-gi",), f"-{action} needs one GPU instance: -gi ID")
+            problems.check()
+        gi = next(gi for gi in layout.made if gi.id == gis[0])
+        keep: list[tuple[int | None, int]] = [(c.id, c.slices) for c in gi.compute]
+        if action == "dci":
+            cis = [int(c) for c in request.get("ci") or []]
+            keep = [(i, s) for i, s in keep if cis and i not in cis]
+        else:
+            for pos, name in enumerate(request.get("profiles") or [gi.profile]):
+                text = str(name)
+                slices = layout.ci_slices(gi, None if text.isdigit() else text,
+                                          int(text) if text.isdigit() else None,
+                                          ("-cci", pos))
+                keep += [(None, slices)] if slices is not None else []
+        cleared = replace(gi, compute=())
+        layout.made[layout.made.index(gi)] = cleared
+        layout.with_compute(cleared, keep, (f"-{action}",))
+    problems.check()
+    return tuple(sorted(layout.made, key=lambda g: g.id))
+
+
+def listing(profile: State, served: State) -> list[dict[str, Any]]:
+    index = {fn.bdf: fn.gpu.index for fn in profile.gpus() if fn.gpu is not None}
+    return [{"gpu": index.get(g.bdf), "minor": g.minor, "instances": [
+        {"id": gi.id, "profile": gi.profile, "profile_id": gi.profile_id, "start": gi.start,
+         "size": gi.size, "compute": [{"id": c.id, "profile": c.profile} for c in gi.compute]}
+        for gi in g.instances]} for g in served.mig]
+
+
+async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
+    """A control request ``{"op": "mig", "action": ..., "gpu": N, ...}``."""
+    action = request.get("action")
+    if action not in ACTIONS:
+        raise UsageError(f"mig: unknown action {action!r}; expected one of {', '.join(ACTIONS)}")
+    if action != "list":
+        index = int(request.get("gpu", -1))
+
+        def edit(layer: MigLayer, profile: State) -> None:
+            gpu, device = _gpu(profile, layer.over(profile), index)
+            base = next(g.instances for g in profile.mig if g.minor == gpu.minor)
+            layer.layouts[gpu.minor] = (base, change(gpu, device, request))
+
+        await swapper.remig(edit)
+    return {"ok": True, "mig": listing(swapper.profile, swapper.state)}
