@@ -221,7 +221,7 @@ class Driver:
 
 
 FaultKind = Literal["ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded",
-                    "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed"]
+                    "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed", "xid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +248,8 @@ class FaultSpec:
     width: int | None = None
     rate_gbps: int | None = None
     gen: int | None = None
+    xid: int | None = None  # xid: the Xid the driver logs (mokkafs.faults.xid)
+    text: str | None = None  # xid: its message, instead of the usual one for that Xid
     revision: int = 0  # how many times before the control socket applied it: each is anew
     restored: bool = False  # applied at run time before the daemon restarted (a state file)
     origin: float | None = None

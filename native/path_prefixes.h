@@ -39,5 +39,6 @@ static const char *const prefixes[] = {
     "/dev/nvidia-uvm-tools",
     "/dev/nvidia-caps",
     "/dev/nvidia-nvswitchctl",
+    "/dev/kmsg",
     NULL,
 };

@@ -17,7 +17,8 @@ Devices of kind ``mokkafs.io/node``:
   ``proc-machine`` and ``proc-machine-mount``: for /proc/cpuinfo and /proc/meminfo alone,
   only while the view serves the machine;
 - ``nvidia``: the NVIDIA driver's nodes only (/dev/nvidia*, /dev/nvidia-caps/*);
-- ``infiniband``: the /dev/infiniband nodes only.
+- ``infiniband``: the /dev/infiniband nodes only;
+- ``kmsg``: the view's kernel log at /dev/kmsg only (``all`` binds it too; docs/kmsg.md).
 """
 
 from __future__ import annotations
@@ -93,6 +94,10 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
               "options": ["rbind", "rro", "rslave", "nosuid", "nodev", "noexec"]}
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
                  "options": ["rbind", "rro", "nosuid", "nodev", "noexec"]}
+    # The view's kernel log (docs/kmsg.md): dmesg and log followers read it as /dev/kmsg.
+    kmsg = {"hostPath": f"{mnt}/dev/kmsg", "containerPath": "/dev/kmsg",
+            "options": ["bind", "ro", "nosuid", "nodev", "noexec"]}
+
     def proc_hook(*names: str) -> dict[str, Any]:
         pairs = [arg for name in names for arg in (f"{mnt}/proc/{name}", f"/proc/{name}")]
         return {"hookName": "createContainer", "path": hook or hook_path(),
@@ -122,13 +127,14 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
 
     proc = PROC + PROC_MACHINE if machine else PROC
     devices = [
-        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*proc), *records],
+        device("all", mounts=[parent, sys_mount, kmsg], hooks=[proc_hook(*proc), *records],
                deviceNodes=device_nodes),
         device("sys", mounts=[parent, sys_mount], hooks=records),
         device("proc", hooks=[proc_hook(*proc)]),
         device("proc-mount", mounts=proc_mounts(*proc)),
         device("proc-devices", hooks=[proc_hook("devices")]),
         device("proc-devices-mount", mounts=proc_mounts("devices")),
+        device("kmsg", mounts=[kmsg]),
     ]
     if machine:
         devices.append(device("proc-machine", hooks=[proc_hook(*PROC_MACHINE)]))

@@ -15,6 +15,7 @@ from mokkafs.surfaces import (
     host_sysfs,
     infiniband,
     iommu,
+    kmsg,
     modules,
     numa,
     nvidia_dev,
@@ -47,6 +48,7 @@ SURFACES: tuple[tuple[str, Surface], ...] = (
     ("cpu", cpu.nodes),
     ("numa", numa.nodes),
     ("proc_cpu_mem", proc_cpu_mem.nodes),
+    ("kmsg", kmsg.nodes),
 )
 
 
@@ -71,6 +73,7 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "cpu": ("machine", "host"),
     "numa": ("machine",),
     "proc_cpu_mem": ("machine", "platform"),
+    "kmsg": ("faults", "started_at", "driver"),
 }
 
 
