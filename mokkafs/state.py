@@ -225,6 +225,17 @@ FaultKind = Literal["ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded",
 
 
 @dataclass(frozen=True, slots=True)
+class KeptLog:
+    """The kernel-log records a State took over from the States before it
+    (``mokkafs.surfaces.kmsg``): those logged before ``since`` (the newest the ring keeps),
+    numbered up to ``next_seq``. What a cleared fault logged stays logged."""
+
+    records: tuple[tuple[float, int, str], ...] = ()  # (clock time, level, text)
+    next_seq: int = 0  # the number of the first record after them
+    since: float | None = None  # this State's own records start here (None: from the start)
+
+
+@dataclass(frozen=True, slots=True)
 class FaultSpec:
     """One fault, its target resolved (``ports``: (HCA, port) pairs; ``bdf``: a PCI function;
     ``hca``: an RDMA device) and its timing in seconds from ``origin``, the daemon clock's
@@ -370,6 +381,7 @@ class State:
     started_at: float = 0.0
     counter_quantum: float = 0.1
     faults: tuple[FaultSpec, ...] = ()
+    kernel_log: KeptLog = KeptLog()  # taken over at each change of State (faults.effects.carry)
 
     def major(self, name: str) -> int:
         """The character major the named driver registered (KeyError when none did)."""

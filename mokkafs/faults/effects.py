@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from mokkafs.faults.schedule import in_effect, windows
 from mokkafs.state import FaultSpec, IbPort, PcieLink, PciFunction, State, Traffic, Windows
+from mokkafs.surfaces import kmsg
 from mokkafs.surfaces.ib_traffic import carried
 
 PortKey = tuple[str, int]
@@ -150,7 +151,8 @@ def carry(old: State, new: State, now: float) -> State:
                            if f.name in before and before[f.name].definition() == f.definition()
                            and before[f.name].origin is not None else now)
                    for f in new.faults)
-    new = replace(new, faults=faults)
+    # The kernel log keeps what was logged before now, even by faults the new State lacks.
+    new = replace(new, faults=faults, kernel_log=kmsg.kept(old, now))
     t = max(now - old.started_at, 0.0)
     old_ports = _ports(old)
 

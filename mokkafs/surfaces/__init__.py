@@ -73,7 +73,7 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "cpu": ("machine", "host"),
     "numa": ("machine",),
     "proc_cpu_mem": ("machine", "platform"),
-    "kmsg": ("faults", "started_at", "driver"),
+    "kmsg": ("faults", "started_at", "driver", "kernel_log"),
 }
 
 

@@ -15,7 +15,7 @@ import bisect
 from collections.abc import Iterator
 
 from mokkafs.faults.xid import events
-from mokkafs.state import State
+from mokkafs.state import KeptLog, State
 from mokkafs.tree.nodes import File, Node
 from mokkafs.tree.stream import Stream
 
@@ -43,16 +43,19 @@ def escaped(text: str) -> str:
 
 
 class Log:
-    """The records of one State, numbered from 0 in time order (``tree.stream.Records``)."""
+    """The records of one State, numbered in time order (``tree.stream.Records``): those
+    it took over (``State.kernel_log``), then its own."""
 
     def __init__(self, state: State) -> None:
         self._state = state
         self._times: list[float] | None = None
         self._lines: list[tuple[int, str]] = []
+        kept = state.kernel_log
+        self.base = kept.next_seq - len(kept.records)  # the number of the first held
 
     def _key(self) -> tuple[object, ...]:
         state = self._state
-        return (state.faults, state.started_at, state.driver)
+        return (state.faults, state.started_at, state.driver, state.kernel_log)
 
     def __eq__(self, other: object) -> bool:
         """Equal for States that log the same: a swap that changes nothing else keeps it."""
@@ -63,29 +66,47 @@ class Log:
 
     def _built(self) -> list[float]:
         if self._times is None:  # at the first read, not at every build of the tree
-            state = self._state
-            records = [(state.started_at, LOAD_LEVEL, load_line(state))]
-            records += [(t, XID_LEVEL, line) for t, line in events(state)]
+            state, kept = self._state, self._state.kernel_log
+            own = [(state.started_at, LOAD_LEVEL, load_line(state))]
+            own += [(t, XID_LEVEL, line) for t, line in events(state)]
+            if kept.since is not None:
+                since = kept.since
+                own = [r for r in own if r[0] >= since]
+            records = [*kept.records, *own]
             self._times = [t for t, _, _ in records]
             self._lines = [(level, line) for _, level, line in records]
         return self._times
 
     def count(self, now: float) -> int:
-        return bisect.bisect_right(self._built(), now)
+        return self.base + bisect.bisect_right(self._built(), now)
 
     def first(self, now: float) -> int:
-        return max(0, self.count(now) - RING)
+        return max(self.base, self.count(now) - RING)
 
     def record(self, seq: int) -> bytes:
         times = self._built()
-        level, text = self._lines[seq]
-        usec = max(0, int(times[seq] * 1_000_000))
+        level, text = self._lines[seq - self.base]
+        usec = max(0, int(times[seq - self.base] * 1_000_000))
         return f"{level},{seq},{usec},-;{escaped(text)}\n".encode()
 
     def next_at(self, now: float) -> float | None:
         times = self._built()
         i = bisect.bisect_right(times, now)
         return times[i] if i < len(times) else None
+
+    def kept(self, now: float) -> KeptLog:
+        """What a State taking over at ``now`` keeps: the records logged before it."""
+        times = self._built()
+        n = bisect.bisect_left(times, now)
+        held = max(0, n - RING)
+        return KeptLog(tuple((times[i], *self._lines[i]) for i in range(held, n)),
+                       self.base + n, now)
+
+
+def kept(old: State, now: float) -> KeptLog:
+    """The log a State that takes over from ``old`` at ``now`` keeps (``faults.effects.carry``):
+    every record logged before ``now``, whatever the new State's faults are."""
+    return Log(old).kept(now)
 
 
 def nodes(state: State) -> Iterator[Node]:

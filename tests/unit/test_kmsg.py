@@ -15,7 +15,7 @@ import trio
 import trio.testing
 
 from mokkafs.errors import ProfileError
-from mokkafs.faults.effects import applied
+from mokkafs.faults.effects import applied, carry
 from mokkafs.fuse.stream import END, Streams
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.profile.xid import MAX_XID_RECORDS
@@ -189,3 +189,24 @@ def test_a_blocking_read_waits_for_the_next_record_and_a_swap_wakes_it(
         assert parsed(got[0])[3].endswith("GPU has fallen off the bus.")
 
     trio.run(reads)
+
+
+def test_what_was_logged_stays_logged_across_changes_of_state(tmp_path: Path) -> None:
+    """A new State takes over the records logged before it (faults.effects.carry): a cleared
+    fault's Xids stay, an unchanged fault's are logged once, numbers never shift."""
+    both = applied(with_faults(tmp_path, STORM + LOST), 0.0)
+    before = log_of(both)
+    lines = [before.record(s) for s in range(before.count(10.5005))]
+    cleared = carry(both, with_faults(tmp_path, LOST), 10.5005)  # the storm cleared mid-way
+    after = log_of(cleared)
+    assert len(lines) == 2 + 501
+    assert [after.record(s) for s in range(after.count(10.5005))] == lines
+    assert after.count(100.0) == len(lines) and after.next_at(10.5005) is None
+    again = carry(cleared, with_faults(tmp_path, STORM + LOST), 20.0)  # applied anew at 20
+    log = log_of(again)
+    assert [log.record(s) for s in range(len(lines))] == lines
+    assert log.count(19.9) == len(lines) and log.count(31.0) == len(lines) + 1000
+    assert parsed(log.record(len(lines)))[2] == 30_000_000
+    kept = log_of(carry(again, with_faults(tmp_path, STORM + LOST), 30.5))  # no change
+    assert [kept.record(s) for s in range(log.count(31.0))] == \
+        [log.record(s) for s in range(log.count(31.0))]
