@@ -123,7 +123,10 @@ class Streams:
 
 
 def signalled(pid: int) -> bool:
-    """Whether process ``pid`` has a signal pending that it does not block, or is gone."""
+    """Whether process ``pid`` has a signal pending that it does not block, or is gone.
+    Pid 0 (an opener outside the daemon's PID namespace) cannot be looked at: never."""
+    if pid <= 0:
+        return False
     try:
         with open(f"/proc/{pid}/status") as status:
             fields = dict(line.split(":", 1) for line in status if ":" in line)
