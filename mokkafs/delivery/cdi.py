@@ -134,11 +134,11 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         device("proc-mount", mounts=proc_mounts(*proc)),
         device("proc-devices", hooks=[proc_hook("devices")]),
         device("proc-devices-mount", mounts=proc_mounts("devices")),
-        device("kmsg", mounts=[kmsg]),
     ]
     if machine:
         devices.append(device("proc-machine", hooks=[proc_hook(*PROC_MACHINE)]))
         devices.append(device("proc-machine-mount", mounts=proc_mounts(*PROC_MACHINE)))
+    devices.append(device("kmsg", mounts=[kmsg]))
     if nvidia:
         devices.append(device("nvidia", deviceNodes=nvidia))
     if infiniband:
