@@ -15,9 +15,12 @@ import trio
 import trio.testing
 
 from mokkafs.errors import ProfileError
+from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied, carry
+from mokkafs.faults.record import record, restore, restored_state
 from mokkafs.fuse.stream import END, Streams
 from mokkafs.fuse.view import TreeHolder
+from mokkafs.profile.schema import Fault
 from mokkafs.profile.xid import MAX_XID_RECORDS
 from mokkafs.state import State
 from mokkafs.surfaces import kmsg
@@ -210,3 +213,18 @@ def test_what_was_logged_stays_logged_across_changes_of_state(tmp_path: Path) ->
     kept = log_of(carry(again, with_faults(tmp_path, STORM + LOST), 30.5))  # no change
     assert [kept.record(s) for s in range(log.count(31.0))] == \
         [log.record(s) for s in range(log.count(31.0))]
+
+
+def test_an_xid_fault_applied_at_run_time_outlives_the_daemon(tmp_path: Path) -> None:
+    """Kept in the state file as written (its Xid and text too), and applied again."""
+    profile = with_faults(tmp_path, LOST)
+    fault = Fault.model_validate({"name": "gsp", "kind": "xid", "target": "gpu1", "xid": 119,
+                                  "text": "Timeout after 6s"})
+    book = FaultBook()
+    book.apply([fault], profile, "faults.yaml")
+    state = applied(book.merge(profile), 50.0)
+    back = restore(record(book, state, "boot", 60.0, 1e9), "boot", 70.0, 1e9 + 10)
+    assert back.book.control["gsp"] == fault and back.origins["gsp"] == 50.0
+    log = log_of(restored_state(profile, back, 70.0))
+    assert parsed(log.record(log.count(70.0) - 1))[3].endswith("119, pid='<unknown>', "
+                                                                "name=<unknown>, Timeout after 6s")
