@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NewType
 
-from mokkafs.model.faults import FaultKind, FaultSpec
+from mokkafs.model.faults import FaultKind, FaultSpec, KeptLog
 from mokkafs.model.host import HostFacts
 from mokkafs.model.infiniband import (
     IB_ERROR_COUNTERS,
@@ -54,6 +54,7 @@ __all__ = [
     "Hca",
     "HostFacts",
     "IbPort",
+    "KeptLog",
     "Machine",
     "NumaNode",
     "PciFunction",
@@ -101,6 +102,8 @@ class State:
     started_at: float = 0.0
     counter_quantum: float = 0.1
     faults: tuple[FaultSpec, ...] = ()
+    # the kernel log taken over at each change of State (faults.effects.carry)
+    kernel_log: KeptLog = field(default_factory=KeptLog)
     # The GPUs booted in MIG mode and their instances, and the IMEX channels (model/mig.py)
     mig: tuple[MigGpu, ...] = ()
     imex: Imex = field(default_factory=Imex)

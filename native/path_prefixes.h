@@ -40,5 +40,6 @@ static const char *const prefixes[] = {
     "/dev/nvidia-caps",
     "/dev/nvidia-nvswitchctl",
     "/dev/nvidia-caps-imex-channels",
+    "/dev/kmsg",
     NULL,
 };

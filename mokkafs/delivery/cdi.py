@@ -17,7 +17,8 @@ Devices of kind ``mokkafs.io/node``:
   ``proc-machine`` and ``proc-machine-mount``: for /proc/cpuinfo and /proc/meminfo alone,
   only while the view serves the machine;
 - ``nvidia``: the NVIDIA driver's nodes only (/dev/nvidia*, /dev/nvidia-caps/*);
-- ``infiniband``: the /dev/infiniband nodes only.
+- ``infiniband``: the /dev/infiniband nodes only;
+- ``kmsg``: the view's kernel log at /dev/kmsg only (``all`` binds it too; docs/kmsg.md).
 
 A daemon publishes its spec through ``mokkafs.delivery.publisher``; ``mokkafs.delivery.mounts``
 checks a serving mount before a spec hands it to containers.
@@ -91,6 +92,10 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
               "options": ["rbind", "rro", "rslave", "nosuid", "nodev", "noexec"]}
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
                  "options": ["rbind", "rro", "nosuid", "nodev", "noexec"]}
+    # The view's kernel log (docs/kmsg.md): dmesg and log followers read it as /dev/kmsg.
+    kmsg = {"hostPath": f"{mnt}/dev/kmsg", "containerPath": "/dev/kmsg",
+            "options": ["bind", "ro", "nosuid", "nodev", "noexec"]}
+
     def proc_hook(*names: str) -> dict[str, Any]:
         pairs = [arg for name in names for arg in (f"{mnt}/proc/{name}", f"/proc/{name}")]
         return {"hookName": "createContainer", "path": hook or hook_path(),
@@ -120,7 +125,7 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
 
     proc = PROC + PROC_MACHINE if machine else PROC
     devices = [
-        device("all", mounts=[parent, sys_mount], hooks=[proc_hook(*proc), *records],
+        device("all", mounts=[parent, sys_mount, kmsg], hooks=[proc_hook(*proc), *records],
                deviceNodes=device_nodes),
         device("sys", mounts=[parent, sys_mount], hooks=records),
         device("proc", hooks=[proc_hook(*proc)]),
@@ -131,6 +136,7 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
     if machine:
         devices.append(device("proc-machine", hooks=[proc_hook(*PROC_MACHINE)]))
         devices.append(device("proc-machine-mount", mounts=proc_mounts(*PROC_MACHINE)))
+    devices.append(device("kmsg", mounts=[kmsg]))
     if nvidia:
         devices.append(device("nvidia", deviceNodes=nvidia))
     if infiniband:

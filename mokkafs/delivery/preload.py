@@ -15,6 +15,7 @@ from mokkafs.surfaces import (
     dmi,
     infiniband,
     iommu,
+    kmsg,
     modules,
     nvidia_dev,
     nvswitch_proc,
@@ -56,6 +57,7 @@ REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
     # the NVIDIA driver's nodes with fixed names (nvidia<N> and nvidia-nvswitch<N> are matched
     # by pattern in native/path_map.c)
     *(f"dev/{name}" for name in nvidia_dev.FIXED_NAMES),
+    kmsg.PATH,  # the view's kernel log, never the host's
 ))
 
 

@@ -27,6 +27,8 @@ def fingerprint(spec: FaultSpec) -> str:
     written = [spec.name, spec.kind, spec.target, spec.after, spec.duration, spec.every,
                spec.count, spec.cable, [list(r) for r in spec.rates], spec.width,
                spec.rate_gbps, spec.gen, spec.selected]
+    if spec.kind == "xid":  # (only there, so every other fault's digest is as it was)
+        written += [spec.xid, spec.text]
     return hashlib.sha256(json.dumps(written).encode()).hexdigest()
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mokkafs.counters import carried
+from mokkafs.faults import kernel_log
 from mokkafs.faults.schedule import in_effect, windows
 from mokkafs.state import FaultSpec, IbPort, PcieLink, PciFunction, State, Traffic, Windows
 
@@ -150,7 +151,8 @@ def carry(old: State, new: State, now: float) -> State:
                            if f.name in before and before[f.name].definition() == f.definition()
                            and before[f.name].origin is not None else now)
                    for f in new.faults)
-    new = replace(new, faults=faults)
+    # The kernel log keeps what was logged before now, even by faults the new State lacks.
+    new = replace(new, faults=faults, kernel_log=kernel_log.kept(old, now))
     t = max(now - old.started_at, 0.0)
     old_ports = _ports(old)
 

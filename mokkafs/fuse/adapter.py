@@ -25,8 +25,9 @@ import pyfuse3
 
 from mokkafs.fuse import attrs
 from mokkafs.fuse.policy import CachePolicy
+from mokkafs.fuse.stream import Streams
 from mokkafs.fuse.view import View
-from mokkafs.tree.nodes import Symlink
+from mokkafs.tree.nodes import File, Symlink
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ class Operations(pyfuse3.Operations):
         self.policy = policy
         self.observe = observe
         self.enable_symlink_cache = policy.caches_symlinks  # read by patched pyfuse3
+        self.streams = Streams(view.holder, view.clock)  # dev/kmsg's readers
 
     @guarded
     async def lookup(self, parent_inode: int, name: bytes,
@@ -139,14 +141,22 @@ class Operations(pyfuse3.Operations):
     @guarded
     async def open(self, inode: int, flags: int,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        entry = self.view.holder.tree.get(inode)
+        if entry is not None and isinstance(entry.node, File) and entry.node.stream:
+            return self.streams.open(inode, flags, ctx.pid)
         return await self.policy.open(inode, flags)
 
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
+        if self.streams.owns(fh):
+            return await self.streams.read(fh, off, size)
         return await self.policy.read(fh, off, size)
 
     @guarded
     async def release(self, fh: int) -> None:
+        if self.streams.owns(fh):
+            self.streams.release(fh)
+            return
         self.policy.release(fh)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:

@@ -13,6 +13,7 @@ from mokkafs.tree.build import Entry
 from mokkafs.tree.nodes import CharDevice, Dir, File, Symlink
 
 SYSFS_SIZE = 4096  # what sysfs reports for every text attribute, whatever its length
+STREAM_SIZE = 1 << 62  # a stream file's (dev/kmsg): mokkafs.fuse.stream.END
 
 
 def make(inode: int, mode: int, *, size: int = 0, nlink: int = 1, uid: int = 0, gid: int = 0,
@@ -38,6 +39,8 @@ def make(inode: int, mode: int, *, size: int = 0, nlink: int = 1, uid: int = 0, 
 def size_of(node: File | Dir | Symlink | CharDevice) -> int:
     """A tree node's size as the kernel is told it, for content the tree fixes: a static
     file's length, a link's target length; dynamic and unreadable files as sysfs sizes them."""
+    if isinstance(node, File) and node.stream is not None:
+        return STREAM_SIZE  # where SEEK_END puts a reader (mokkafs.fuse.stream)
     if isinstance(node, File):
         return len(node.content) if isinstance(node.content, bytes) and not node.error \
             else SYSFS_SIZE

@@ -33,10 +33,22 @@ STATIC_TIMEOUT = 3600.0
 
 
 class TreeHolder:
-    """The one reference a swap assigns. Readers take ``tree`` once per request."""
+    """The one reference a swap assigns. Readers take ``tree`` once per request; ``swapped``
+    is set at the next swap (readers waiting for a stream's next record wake on it)."""
 
     def __init__(self, tree: Tree) -> None:
-        self.tree = tree
+        self._tree = tree
+        self.swapped = trio.Event()
+
+    @property
+    def tree(self) -> Tree:
+        return self._tree
+
+    @tree.setter
+    def tree(self, tree: Tree) -> None:
+        self._tree = tree
+        swapped, self.swapped = self.swapped, trio.Event()
+        swapped.set()
 
 
 def fuse_error(exc: OSError) -> pyfuse3.FUSEError:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 FaultKind = Literal["ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded",
-                    "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed"]
+                    "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed", "xid"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,8 @@ class FaultSpec:
     width: int | None = None
     rate_gbps: int | None = None
     gen: int | None = None
+    xid: int | None = None  # xid: the Xid the driver logs (mokkafs.faults.xid)
+    text: str | None = None  # xid: its message, instead of the usual one for that Xid
     revision: int = 0  # how many times before the control socket applied it: each is anew
     restored: bool = False  # applied at run time before the daemon restarted (a state file)
     origin: float | None = None
@@ -40,3 +42,14 @@ class FaultSpec:
     def definition(self) -> FaultSpec:
         """Everything but when it was applied: what decides whether it is the same fault."""
         return replace(self, origin=None)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptLog:
+    """The kernel-log records a State took over from the States before it
+    (``mokkafs.faults.kernel_log``): those logged before ``since`` (the newest the ring keeps),
+    numbered up to ``next_seq``. What a cleared fault logged stays logged."""
+
+    records: tuple[tuple[float, int, str], ...] = ()  # (clock time, level, text)
+    next_seq: int = 0  # the number of the first record after them
+    since: float | None = None  # this State's own records start here (None: from the start)

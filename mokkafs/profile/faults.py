@@ -17,6 +17,7 @@ from typing import Literal
 
 from mokkafs.profile.load import Problems, YamlPath
 from mokkafs.profile.schema import MAX_FAULTS, Fault
+from mokkafs.profile.xid import MAX_XID_RECORDS, xid_problems
 from mokkafs.state import IB_ERROR_COUNTERS, IB_HW_COUNTERS, FaultSpec, State
 
 PORT_KINDS = ("ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded")
@@ -30,9 +31,11 @@ FIELDS = {
     "gpu-lost": {"duration"},
     "gpu-removed": {"duration"},
     "hca-removed": {"duration"},
+    "xid": {"every", "count", "xid", "text"},
 }
 OPTIONAL: dict[str, object] = {"cable": False, "duration": None, "every": None, "count": None,
-                               "rates": {}, "width": None, "rate_gbps": None, "gen": None}
+                               "rates": {}, "width": None, "rate_gbps": None, "gen": None,
+                               "xid": None, "text": None}
 YAML_NAMES = {"duration": "for"}
 COUNTER_NAMES = frozenset(IB_ERROR_COUNTERS) | frozenset(IB_HW_COUNTERS)
 IB_WIDTHS = (1, 2, 4, 8, 12)
@@ -86,7 +89,8 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
     spec = FaultSpec(fault.name, kind, fault.target, "profile", after=fault.after,
                      duration=fault.duration, every=fault.every, count=fault.count,
                      cable=fault.cable, rates=tuple(sorted(fault.rates.items())),
-                     width=fault.width, rate_gbps=fault.rate_gbps, gen=fault.gen)
+                     width=fault.width, rate_gbps=fault.rate_gbps, gen=fault.gen,
+                     xid=fault.xid, text=fault.text)
     bad = False
     for name, default in OPTIONAL.items():
         if name not in FIELDS[kind] and getattr(fault, name) != default:
@@ -101,7 +105,7 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
                          f"expected HCA/port such as {names or '(this node has no HCAs)'}")
             return None
         spec = replace(spec, ports=ports)
-    elif kind in ("gpu-lost", "gpu-removed"):
+    elif kind in ("gpu-lost", "gpu-removed", "xid"):
         bdf = _gpu(state, fault.target)
         if bdf is None:
             problems.add((*where, "target"), f"no GPU {fault.target!r} on this node; expected a "
@@ -133,7 +137,9 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
     if kind == "ib-port-flap" and (fault.every is None or fault.count is None):
         problems.add(where, "ib-port-flap needs every (seconds down, then up) and count "
                      "(cycles)")
-    if fault.every is not None and fault.every < MIN_FLAP_SECONDS:
+    if kind == "xid":
+        xid_problems(fault, where, problems)
+    elif fault.every is not None and fault.every < MIN_FLAP_SECONDS:
         problems.add((*where, "every"), f"{fault.every:g} s is below the floor of "
                      f"{MIN_FLAP_SECONDS:g} s (a real port takes about a second to train its "
                      f"link again); use every: {MIN_FLAP_SECONDS:g} or more")
@@ -158,6 +164,10 @@ def over_bounds(specs: Sequence[Fault | FaultSpec]) -> str | None:
     ended and ``off`` faults are held too), or None."""
     if len(specs) > MAX_FAULTS:
         return f"{len(specs)} faults, and a node holds {MAX_FAULTS} at most"
+    logged = sum(s.count or 1 for s in specs if s.kind == "xid")
+    if logged > MAX_XID_RECORDS:
+        return f"{logged} Xids (the sum of the xid faults' counts), and a node logs " \
+            f"{MAX_XID_RECORDS} at most"
     cycles = sum(s.count or 0 for s in specs if s.kind == "ib-port-flap")
     if cycles > MAX_FLAP_CYCLES:
         return f"{cycles} flap cycles (the sum of their counts), and a node holds " \

@@ -43,6 +43,7 @@ from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.mount import Session, prepare_mountpoint, refuse_link
 from mokkafs.fuse.passthrough import HostView
 from mokkafs.fuse.policies import cache_policy
+from mokkafs.fuse.stream import MAX_WAITING
 from mokkafs.fuse.view import TreeHolder, View
 from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
@@ -147,6 +148,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree, policy.background, signals)
-        await pyfuse3.main()
+        # pyfuse3's 99 worker tasks, and one more for each read a stream may hold waiting
+        await pyfuse3.main(max_tasks=99 + MAX_WAITING)
     if running.failure is not None:
         raise running.failure

@@ -15,6 +15,7 @@ from mokkafs.surfaces import (
     imex,
     infiniband,
     iommu,
+    kmsg,
     mig,
     modules,
     numa,
@@ -47,4 +48,5 @@ SURFACES: tuple[Surface[Any], ...] = (
     cpu.SURFACE,
     numa.SURFACE,
     proc_cpu_mem.SURFACE,
+    kmsg.SURFACE,
 )

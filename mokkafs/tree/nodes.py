@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING
 
+from mokkafs.tree.stream import Stream
+
 Clock = float  # seconds on time.monotonic()'s clock
 Render = Callable[[Clock], bytes]
 
@@ -79,6 +81,8 @@ class File(Placed):
     # Dynamic content changes only at multiples of this many seconds on the clock (0: at any
     # instant), so a cache may keep what it read until the next multiple.
     quantum: float = 0.0
+    # Read record by record, each open at its own position (dev/kmsg; mokkafs.tree.stream)
+    stream: Stream | None = None
 
     @property
     def dynamic(self) -> bool:

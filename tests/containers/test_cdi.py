@@ -233,7 +233,7 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == h100_node.kind
     assert [d["name"] for d in spec["devices"]] == [
         "all", "sys", "proc", "proc-mount", "proc-devices", "proc-devices-mount",
-        "proc-machine", "proc-machine-mount", "nvidia", "infiniband"]
+        "proc-machine", "proc-machine-mount", "kmsg", "nvidia", "infiniband"]
     nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][-1][
         "containerEdits"]["deviceNodes"]}
     assert nodes["/dev/infiniband/rdma_cm"] == (10, 56)

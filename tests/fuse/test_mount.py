@@ -172,6 +172,8 @@ def _compare_with_render(mount: Mount, dest: Path, state: State, exact: bool) ->
             continue
         node = tree.resolve(rel).node  # type: ignore[union-attr]
         assert isinstance(node, File)
+        if node.stream is not None:  # read record by record, waiting (tests/fuse/test_kmsg.py)
+            continue
         if node.error:
             with pytest.raises(OSError) as info:
                 a.read_bytes()

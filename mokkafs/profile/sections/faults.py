@@ -41,6 +41,9 @@ class Fault(ClosedSection):
     width: Literal[1, 2, 4, 8, 12, 16, 32] | None = None
     rate_gbps: int | None = Field(default=None, ge=1, le=3200)
     gen: int | None = Field(default=None, ge=1, le=6)
+    # xid: the Xid the driver logs, and its message (default: the driver's usual one)
+    xid: int | None = Field(default=None, ge=1, le=255)
+    text: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[ -~]+$")] | None = None
 
 
 class FaultFile(ClosedSection):

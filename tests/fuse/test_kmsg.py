@@ -1,0 +1,134 @@
+"""The view's kernel log on a real mount, read by util-linux ``dmesg`` (in a mount namespace
+whose /dev/kmsg is the view's) and by a follower written to the log monitors' logic
+(tests/helpers/kmsg_follow.py): each Xid a fault logs is one record, seen once by a reader
+that follows from before the fault; an Xid storm leaves readers consistent and the daemon
+answering. Deadlines are polled; how soon a follower sees a record is printed (the figure
+bench/README.md keeps), never asserted."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from mokkafs.fuse.stream import END
+from tests.helpers.kmsg import apply, dmesg, field, follower, running, xids
+from tests.helpers.live import Live, live_mount
+from tests.helpers.mounts import REPO
+
+
+@contextmanager
+def node(tmp_path: Path, mode: str = "keep-cache") -> Iterator[tuple[Live, Path]]:
+    control = tmp_path / "ctl" / "sock"
+    control.parent.mkdir(mode=0o700)
+    with live_mount(tmp_path, "h100", ["--control", str(control), "--cache-mode",
+                                       mode]) as live:
+        yield live, control
+
+
+def test_dmesg_and_a_follower_see_each_xid_once(tmp_path: Path) -> None:
+    with node(tmp_path) as (live, control):
+        mnt = live.mount.path
+        with follower(mnt) as follow, running(*dmesg(mnt, "--follow", "-r")) as watch:
+            follow.until(lambda ls: "ready" in ls, "the follower seeked to the end")
+            watch.until(lambda ls: any("NVRM: loading" in x for x in ls), "dmesg following")
+            apply(control, tmp_path, "  - {name: lost, kind: gpu-lost, target: gpu0}\n"
+                  "  - {name: ecc, kind: xid, target: gpu1, xid: 48, every: 0.01, count: 5}\n")
+            for lines in (follow, watch):
+                lines.until(lambda ls: len(xids(ls)) >= 6, "six Xids")
+            # A marker after them: nothing more of the first six may come before it.
+            apply(control, tmp_path, "  - {name: mark, kind: xid, target: gpu2, xid: 13}\n")
+            for lines in (follow, watch):
+                got = xids(lines.until(lambda ls: (13 in [x for _, x in xids(ls)]), "marker"))
+                assert got == [("0000:1b:00", 79), *[("0000:43:00", 48)] * 5,
+                               ("0000:52:00", 13)], got
+        records = [line.split(" ", 1) for line in follow.lines if line[:1].isdigit()]
+        seqs = [field(r, 1) for _, r in records]
+        assert seqs == list(range(seqs[0], seqs[0] + 7))
+        lags = [float(seen) - field(r, 2) / 1e6 for seen, r in records]
+        assert min(lags) >= 0, lags  # never before its time
+        print(f"kmsg: a follower saw each Xid {max(lags) * 1000:.1f} ms after its time at "
+              "most")
+        once = subprocess.run(dmesg(mnt, "-r"), capture_output=True, text=True, timeout=60)
+        assert once.returncode == 0, once.stderr
+        printed = once.stdout.splitlines()
+        assert printed[0].startswith("<6>[") and "NVRM: loading NVIDIA" in printed[0]
+        assert len(xids(printed)) == 7 and all(x.startswith("<3>[") for x in printed[1:])
+        listing = subprocess.run([sys.executable, "-m", "mokkafs", "fault", "--control",
+                                  str(control), "list"], capture_output=True, text=True,
+                                 cwd=REPO, timeout=60).stdout
+        assert re.search(r"^ecc\txid\tgpu1\tactive\t", listing, re.M), listing
+        ready = live.ready()["faults"]
+        assert isinstance(ready, list)
+        assert {(f["name"], f["kind"]) for f in ready} == {
+            ("lost", "gpu-lost"), ("ecc", "xid"), ("mark", "xid")}
+        # Cleared, a fault's Xids stay logged, under the same numbers.
+        cleared = subprocess.run([sys.executable, "-m", "mokkafs", "fault", "--control",
+                                  str(control), "clear", "ecc", "lost"], capture_output=True,
+                                 text=True, cwd=REPO, timeout=60)
+        assert cleared.returncode == 0, cleared.stderr
+        again = subprocess.run(dmesg(mnt, "-r"), capture_output=True, text=True, timeout=60)
+        assert again.stdout == once.stdout
+        faults = live.ready()["faults"]
+        assert isinstance(faults, list)
+        assert {f["name"] for f in faults} == {"mark"}
+
+
+def test_an_xid_storm_leaves_readers_consistent_and_the_daemon_answering(
+        tmp_path: Path) -> None:
+    with node(tmp_path) as (live, control):
+        mnt = live.mount.path
+        gpu = mnt / "proc/driver/nvidia/gpus/0000:1b:00.0/information"
+        before = gpu.read_text()
+        with follower(mnt) as follow:
+            follow.until(lambda ls: "ready" in ls, "the follower seeked to the end")
+            apply(control, tmp_path, "  - {name: storm, kind: xid, target: gpu3, xid: 94, "
+                  "every: 0.001, count: 1000}\n")
+            answered = 0
+            while len(xids(follow.lines)) < 1000:  # the daemon answers while it storms
+                assert gpu.read_text() == before
+                assert live.get("/readyz")[0] == 200
+                answered += 1
+                follow.until(lambda ls: True, "")
+            follow.until(lambda ls: len(xids(ls)) >= 1000, "a thousand Xids")
+        assert answered > 0 and "EPIPE" not in follow.lines
+        seqs = [field(line.split(" ", 1)[1], 1) for line in follow.lines if line[:1].isdigit()]
+        assert seqs == list(range(seqs[0], seqs[0] + 1000))
+        # A reader from the start, O_NONBLOCK, as dmesg reads: every record once, then EAGAIN.
+        fd = os.open(mnt / "dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            got = []
+            while True:
+                try:
+                    got.append(os.read(fd, 8192).decode())
+                except BlockingIOError:
+                    break
+            assert [field(r, 1) for r in got] == list(range(len(got)))
+            assert len(got) == 1001
+            os.lseek(fd, 0, os.SEEK_END)  # the end: nothing until the next record
+            with pytest.raises(BlockingIOError):
+                os.read(fd, 8192)
+            assert os.lseek(fd, 0, os.SEEK_SET) == 0
+            assert os.read(fd, 8192).startswith(b"6,0,")
+            assert os.fstat(fd).st_size == END
+            with pytest.raises(OSError) as caught:
+                os.pread(fd, 8192, 5)
+            assert caught.value.errno == errno.ESPIPE
+        finally:
+            os.close(fd)
+
+
+def test_in_no_open_mode_the_log_reads_empty(tmp_path: Path) -> None:
+    """The kernel sends no OPEN in this mode (docs/kmsg.md): no reader has a position, so
+    the file reads empty, and never a host record."""
+    with node(tmp_path, "no-open") as (live, _):
+        (live.mount.path / "proc/devices").read_bytes()  # the first open: ENOSYS, for good
+        with open(live.mount.path / "dev/kmsg", "rb", buffering=0) as f:
+            assert f.read(8192) == b""
