@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mokkafs import __version__
+from mokkafs.capture import command as capture_command
 from mokkafs.delivery.cdi import (
     DEFAULT_VERSION,
     KIND,
@@ -185,6 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     rend = sub.add_parser("render", help="write the view to DEST as plain files")
     _profile_args(rend)
     rend.add_argument("dest", type=Path)
+    capture_command.add_parser(sub)
     return parser
 
 
@@ -400,7 +402,8 @@ def _cmd_fault(args: argparse.Namespace) -> int:
 
 COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "cleanup": _cmd_cleanup,
             "tree": _cmd_tree, "render": _cmd_render, "cdi": _cmd_cdi,
-            "preload-env": _cmd_preload_env, "fault": _cmd_fault}
+            "preload-env": _cmd_preload_env, "fault": _cmd_fault,
+            "capture": capture_command.run}
 
 
 def setup_logging(debug: bool = False) -> None:

@@ -13,7 +13,7 @@ from typing import Literal, NewType
 
 Generation = NewType("Generation", int)
 
-DeviceKind = Literal["gpu", "nvswitch", "hca", "bridge"]
+DeviceKind = Literal["gpu", "nvswitch", "hca", "bridge", "other"]  # other: a captured one
 PortType = Literal["root", "upstream", "downstream"]
 
 
@@ -104,6 +104,10 @@ class PciFunction:
     lost: bool = False
     # Its PCI Vital Product Data (mokkafs.profile.vpd), empty where it has none
     vpd: bytes = b""
+    # A function a capture kept as it was (mokkafs.profile.raw_pci): its attributes' bytes,
+    # served verbatim with its ``config`` (``None``: every attribute is made from the fields)
+    raw: tuple[tuple[str, bytes], ...] | None = None
+    config: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pydantic import BaseModel
 
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile import devices, infiniband, machine, topology
+from mokkafs.profile import devices, infiniband, machine, raw_pci, topology
 from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.faults import compile_faults
 from mokkafs.profile.load import Problems, YamlPath
@@ -220,13 +220,16 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                                    options.node_name, options.node_index)
         except ValueError as exc:
             raise ProfileError(filename, [Problem("infiniband", str(exc))]) from None
+    kept, kept_roots = raw_pci.functions(profile.pci_functions, pci.functions, pci.roots,
+                                         problems)
+    functions = tuple(sorted(pci.functions + kept, key=lambda fn: fn.bdf))
     state = State(
         generation=Generation(options.generation),
         source=filename,
         node_name=options.node_name,
         node_index=options.node_index,
-        roots=pci.roots,
-        functions=pci.functions,
+        roots=tuple(sorted(pci.roots + kept_roots, key=lambda r: r.id)),
+        functions=functions,
         hcas=hcas,
         char_majors=_majors(profile, bool(pci.hca_bdfs),
                             any(fn.kind == "nvswitch" for fn in pci.functions), problems),
@@ -234,7 +237,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         loaded_at=options.loaded_at,
         platform=platform(profile, options.node_name, options.node_index),
         driver=driver(profile),
-        pci_drivers=tuple(sorted({fn.driver for fn in pci.functions})),
+        pci_drivers=tuple(sorted({fn.driver for fn in functions if fn.driver})),
         rdma_loaded=bool(hcas),
         # The PCI side keeps the machine's shape (the functions' local CPUs); only whether
         # the view serves it follows the command line.

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator
 
+from mokkafs.profile.raw_schema import MAX_RAW_FUNCTIONS, RawFunction
 from mokkafs.profile.values import (
     MAX_GPUS,
     MAX_HCAS,
@@ -320,3 +321,5 @@ class Profile(ClosedSection):
     platform: Platform = Platform()  # mokkafs
     machine: Machine | None = None  # mokkafs
     faults: list[Fault] = Field(default=[], max_length=MAX_FAULTS)  # mokkafs
+    # mokkafs: functions kept as a capture found them (mokkafs.profile.raw_schema)
+    pci_functions: list[RawFunction] = Field(default=[], max_length=MAX_RAW_FUNCTIONS)

@@ -26,6 +26,7 @@ from tests.helpers.mounts import REPO
 PACKAGE = REPO / "mokkafs"
 RANKS = {"errors": 0, "state": 0, "tree": 1, "profile": 1, "surfaces": 2, "faults": 2, "host": 2,
          "source": 3, "fuse": 3, "obs": 3, "delivery": 4, "serve": 5, "cli": 6, "entry": 6,
+         "capture": 4,
          "__main__": 6, "__init__": 0, "testing": 6, "bin": 0}
 PURE = ("state", "tree", "surfaces", "faults", "profile/schema", "profile/values", "profile/load",
         "profile/compile", "profile/faults", "profile/identity")
