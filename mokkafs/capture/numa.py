@@ -65,7 +65,7 @@ def machine(root: Root, arch: str, notes: Notes) -> dict[str, Any] | None:
                  or _has_cpus(root, n)]
     memory = _node_memory_kib(root, cpu_nodes[0]) if cpu_nodes else None
     if memory:
-        out["memory_per_socket_gib"] = max(1, round(memory / GIB_KIB))
+        out["memory_per_socket_gib"] = _gib(memory)
     distance = _distances(root, nodes[0]) if nodes else []
     if len(cpu_nodes) > 1 and len(distance) > 1:
         out["remote_distance"] = distance[nodes.index(cpu_nodes[1])]
@@ -74,7 +74,7 @@ def machine(root: Root, arch: str, notes: Notes) -> dict[str, Any] | None:
         out["gpu_memory_nodes"] = True
         gib = _node_memory_kib(root, gpu_nodes[0])
         if gib:
-            out["gpu_memory_gib"] = max(1, round(gib / GIB_KIB))
+            out["gpu_memory_gib"] = _gib(gib)
         if distance:
             out["gpu_distance"] = distance[nodes.index(gpu_nodes[0])]
             far = [distance[nodes.index(g)] for g in gpu_nodes if distance[nodes.index(g)]
@@ -95,6 +95,16 @@ def machine(root: Root, arch: str, notes: Notes) -> dict[str, Any] | None:
     notes.add("CPU flags, family and caches: mokkafs's for the architecture (a profile "
               "cannot set them)", "proc/cpuinfo")
     return out
+
+
+def _gib(usable_kib: int) -> int:
+    """The GiB of memory whose usable part (``surfaces.numa.usable_kib``: 98 %) is
+    ``usable_kib``; else the nearest whole GiB."""
+    guess = usable_kib * 50 // 49 // GIB_KIB
+    for gib in range(max(1, guess - 1), guess + 3):
+        if gib * GIB_KIB * 49 // 50 == usable_kib:
+            return gib
+    return max(1, round(usable_kib / GIB_KIB))
 
 
 def _has_cpus(root: Root, nid: int) -> bool:
