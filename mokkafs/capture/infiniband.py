@@ -6,6 +6,7 @@ traffic model makes them."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -76,10 +77,8 @@ def _hca(root: Root, name: str, node_name: str) -> dict[str, Any]:
         if layer:
             out["link_layer"] = layer
         for key, sub in (("gid_table_len", "gids"), ("pkey_table_len", "pkeys")):
-            try:
+            with contextlib.suppress(Unreadable):
                 out[key] = len(root.listdir(f"{p}/{sub}"))
-            except Unreadable:
-                pass
     return out
 
 
