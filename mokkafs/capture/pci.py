@@ -56,8 +56,8 @@ def _place(root: Root, bdf: str, notes: Notes) -> tuple[str, list[str], str] | N
     except Unreadable as exc:
         notes.add(f"PCI functions skipped: {exc.reason}", f"{BUS}/{bdf}")
         return None
-    if len(parts) < 4 or parts[:2] != ["sys", "devices"] or not ROOT.match(parts[2]) \
-            or parts[-1] != bdf or not all(BDF.match(p) for p in parts[3:]):
+    if len(parts) < 4 or parts[:2] != ["sys", "devices"] or not ROOT.fullmatch(parts[2]) \
+            or parts[-1] != bdf or not all(BDF.fullmatch(p) for p in parts[3:]):
         notes.add("PCI functions skipped: a bus link to no place below sys/devices/pciDDDD:BB",
                   f"{BUS}/{bdf}")
         return None
@@ -126,7 +126,7 @@ def functions(root: Root, notes: Notes) -> list[Function]:
         return []
     out = []
     for entry in entries:
-        if not BDF.match(entry.name):
+        if not BDF.fullmatch(entry.name):
             notes.add("entries skipped: a name no PCI address has", f"{BUS}/{entry.name}")
             continue
         where = _place(root, entry.name, notes)
