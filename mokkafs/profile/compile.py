@@ -222,13 +222,16 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
             raise ProfileError(filename, [Problem("infiniband", str(exc))]) from None
     kept, kept_roots = raw_pci.functions(profile.pci_functions, pci.functions, pci.roots,
                                          problems)
-    functions = tuple(sorted(pci.functions + kept, key=lambda fn: fn.bdf))
+    functions = pci.functions  # the reused PCI side's own, unless kept functions join it
+    if kept:
+        functions = tuple(sorted(pci.functions + kept, key=lambda fn: fn.bdf))
     state = State(
         generation=Generation(options.generation),
         source=filename,
         node_name=options.node_name,
         node_index=options.node_index,
-        roots=tuple(sorted(pci.roots + kept_roots, key=lambda r: r.id)),
+        roots=tuple(sorted(pci.roots + kept_roots, key=lambda r: r.id)) if kept_roots
+        else pci.roots,
         functions=functions,
         hcas=hcas,
         char_majors=_majors(profile, bool(pci.hca_bdfs),
