@@ -12,6 +12,7 @@ from typing import Any
 
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function
+from mokkafs.capture.profile_writer import Hex
 from mokkafs.capture.reader import Root, Unreadable
 from mokkafs.profile.identity import name_hash32
 
@@ -101,7 +102,7 @@ def section(root: Root, hcas: list[Function], node_name: str, notes: Notes
     node_id = first.pop("_node_id", None)
     out: dict[str, Any] = {"enabled": True, **first}
     sub = hcas[0].number("subsystem_device") << 16 | hcas[0].number("subsystem_vendor")
-    out["subsystem_id"] = sub
+    out["subsystem_id"] = Hex(sub)
     ofed = _t(root, "sys/module/mlx5_core/version")
     if ofed:
         out["ofed_version"] = ofed

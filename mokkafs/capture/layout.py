@@ -14,6 +14,7 @@ from mokkafs.capture import infiniband
 from mokkafs.capture.ident import gpu_information
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function
+from mokkafs.capture.profile_writer import Hex
 from mokkafs.capture.reader import Root
 from mokkafs.errors import ProfileError
 from mokkafs.profile.compile import Options, compile_profile
@@ -43,15 +44,16 @@ def _is_hca(fn: Function) -> bool:
 
 
 def _ids(fn: Function) -> dict[str, int]:
-    return {"device_id": fn.number("device") << 16 | fn.number("vendor"),
-            "subsystem_id": fn.number("subsystem_device") << 16 | fn.number("subsystem_vendor")}
+    return {"device_id": Hex(fn.number("device") << 16 | fn.number("vendor")),
+            "subsystem_id": Hex(fn.number("subsystem_device") << 16
+                                | fn.number("subsystem_vendor"))}
 
 
 def _gpu(root: Root, fn: Function, index: int) -> dict[str, Any]:
     info = gpu_information(root, fn.bdf)
     ids = _ids(fn)
     entry: dict[str, Any] = {"index": index, "pci": {**ids, "bus_id": fn.bdf,
-                                                     "revision": fn.number("revision")}}
+                                                     "revision": Hex(fn.number("revision"))}}
     link = {"max_link_gen": SPEEDS.get(fn.attr("max_link_speed"), 4),
             "current_link_gen": SPEEDS.get(fn.attr("current_link_speed"), 4),
             "max_link_width": fn.number("max_link_width", 16),
@@ -125,7 +127,7 @@ def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: st
     cand["devices"] = sorted(entries, key=lambda e: e["index"])
     cand["system"]["num_devices"] = len(gpus)
     if nvswitches:
-        cand["nvlink"] = {"switches": [{"bdf": fn.bdf, "device_id": fn.number("device")}
+        cand["nvlink"] = {"switches": [{"bdf": fn.bdf, "device_id": Hex(fn.number("device"))}
                                        for fn in nvswitches]}
     ib = infiniband.section(root, hcas, node_name, notes)
     if ib is not None:

@@ -16,8 +16,17 @@ ORDER = ("description", "system", "device_defaults", "devices", "nvlink", "infin
          "pcie_topology", "node", "proc_devices", "platform", "machine", "pci_functions")
 
 
+class Hex(int):
+    """An integer the profile shows in hex, as PCI ids are written (``0x233010DE``)."""
+
+
 class _Dumper(yaml.SafeDumper):
     pass
+
+
+def _hex(dumper: yaml.SafeDumper, value: Hex) -> yaml.Node:
+    digits = 8 if value > 0xFFFF else 4 if value > 0xFF else 2
+    return dumper.represent_scalar("tag:yaml.org,2002:int", f"0x{int(value):0{digits}X}")
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
@@ -28,6 +37,7 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 
 
 _Dumper.add_representer(str, _str)
+_Dumper.add_representer(Hex, _hex)
 
 
 def render(doc: dict[str, Any], header: list[str]) -> str:
