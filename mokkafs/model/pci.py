@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-DeviceKind = Literal["gpu", "nvswitch", "hca", "bridge"]
+DeviceKind = Literal["gpu", "nvswitch", "hca", "bridge", "other"]  # other: a captured one
 PortType = Literal["root", "upstream", "downstream"]
 
 
@@ -103,3 +103,7 @@ class PciFunction(PciIdentity):
     lost: bool = False
     # Its PCI Vital Product Data (mokkafs.profile.vpd), empty where it has none
     vpd: bytes = b""
+    # A function a capture kept as it was (mokkafs.profile.raw_pci): its attributes' bytes,
+    # served verbatim with its ``config`` (``None``: every attribute is made from the fields)
+    raw: tuple[tuple[str, bytes], ...] | None = None
+    config: bytes = b""

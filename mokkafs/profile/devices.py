@@ -78,7 +78,9 @@ def gpus(profile: Profile, problems: Problems) -> list[Gpu]:
         if entry.index in overrides:
             problems.add(("devices", pos, "index"), f"index {entry.index} is declared twice")
         overrides[entry.index] = (pos, entry)
-    count = profile.system.num_devices or len(profile.devices) or 8
+    count = profile.system.num_devices  # 0: a node without GPUs (a captured one)
+    if count is None:
+        count = len(profile.devices) or 8
     defaults = profile.device_defaults
     found: list[Gpu] = []
     for index in range(count):

@@ -41,6 +41,7 @@ from mokkafs.profile.sections.machine import (
     Platform,
     ProcDevices,
 )
+from mokkafs.profile.sections.raw_functions import MAX_RAW_FUNCTIONS, RawFunction
 from mokkafs.profile.sections.topology import (
     PcieTopology,
     PciId,
@@ -95,3 +96,5 @@ class Profile(ClosedSection):
     platform: Platform = Platform()  # mokkafs
     machine: Machine | None = None  # mokkafs
     faults: list[Fault] = Field(default=[], max_length=MAX_FAULTS)  # mokkafs
+    # mokkafs: functions kept as a capture found them (mokkafs.profile.sections.raw_functions)
+    pci_functions: list[RawFunction] = Field(default=[], max_length=MAX_RAW_FUNCTIONS)

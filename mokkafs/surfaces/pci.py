@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mokkafs.state import PciFunction, RootComplex, State
-from mokkafs.surfaces import power
+from mokkafs.surfaces import pci_kept, power
 from mokkafs.surfaces.pci_config import config_space, resource_text
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
@@ -72,6 +72,9 @@ def uevent(fn: PciFunction) -> str:
 
 
 def _function(fn: PciFunction, state: State) -> Iterator[Node]:
+    if fn.raw is not None:  # kept as a capture found it
+        yield from pci_kept.function(fn, state)
+        return
     d = fn.path
     yield Dir(d)
     yield text(f"{d}/vendor", f"0x{fn.vendor:04x}")
@@ -150,7 +153,8 @@ def nodes(state: State) -> Iterator[Node]:
     for fn in state.functions:
         yield from _function(fn, state)
         yield relative_link(f"{BUS_PCI}/devices/{fn.bdf}", fn.path)
-        yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", fn.path)
+        if fn.driver:
+            yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", fn.path)
 
 
 SURFACE = stateless("pci", nodes, ("functions", "roots", "nr_cpus", "started_at",

@@ -36,7 +36,7 @@ RANKS = {"errors": 0, "state": 0, "model": 0, "clock": 0, "bin": 0, "__init__": 
          "counters": 1, "tree": 1, "profile": 1,
          "surfaces": 2, "faults": 2, "host": 2,
          "source": 3, "fuse": 3, "obs": 3,
-         "delivery": 4,
+         "delivery": 4, "capture": 4,
          "serve": 5,
          "cli": 6, "entry": 6, "__main__": 6, "testing": 6}
 PURE = ("state", "model", "counters", "tree", "surfaces", "faults", "profile/schema",

@@ -20,6 +20,7 @@ COMMANDS = (
     "fault",
     "mig",
     "render",
+    "capture",
 )
 
 

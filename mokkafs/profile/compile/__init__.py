@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile import infiniband
+from mokkafs.profile import infiniband, raw_pci
 from mokkafs.profile.compile.majors import majors
 from mokkafs.profile.compile.options import Options
 from mokkafs.profile.compile.pci import pci_side
@@ -56,13 +56,19 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
                                    options.node_name, options.node_index)
         except ValueError as exc:
             raise ProfileError(filename, [Problem("infiniband", str(exc))]) from None
+    kept, kept_roots = raw_pci.functions(profile.pci_functions, pci.functions, pci.roots,
+                                         problems)
+    functions = pci.functions  # the reused PCI side's own, unless kept functions join it
+    if kept:
+        functions = tuple(sorted(pci.functions + kept, key=lambda fn: fn.bdf))
     state = State(
         generation=Generation(options.generation),
         source=filename,
         node_name=options.node_name,
         node_index=options.node_index,
-        roots=pci.roots,
-        functions=pci.functions,
+        roots=tuple(sorted(pci.roots + kept_roots, key=lambda r: r.id)) if kept_roots
+        else pci.roots,
+        functions=functions,
         hcas=hcas,
         char_majors=majors(profile, bool(pci.hca_bdfs),
                            any(fn.kind == "nvswitch" for fn in pci.functions), problems),
@@ -70,7 +76,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         loaded_at=options.loaded_at,
         platform=platform(profile, options.node_name, options.node_index),
         driver=driver(profile),
-        pci_drivers=tuple(sorted({fn.driver for fn in pci.functions})),
+        pci_drivers=tuple(sorted({fn.driver for fn in functions if fn.driver})),
         rdma_loaded=bool(hcas),
         # The PCI side keeps the machine's shape (the functions' local CPUs); only whether
         # the view serves it follows the command line.

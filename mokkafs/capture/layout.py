@@ -1,0 +1,156 @@
+"""The functions of a captured node that mokkafs's own sections make: GPUs (``devices``),
+NVSwitches (``nvlink.switches``), ConnectX HCAs (``infiniband.devices``) and the root ports
+and switches above them (``pcie_topology``). The sections are written, the profile compiled,
+and every function it makes compared with the captured one (place, identity, IRQ, NUMA node,
+config space); only when all of them come out the same are they described, else every
+function is kept verbatim and the notes say which one differed."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from mokkafs.capture import infiniband
+from mokkafs.capture.ident import gpu_information
+from mokkafs.capture.notes import Notes
+from mokkafs.capture.pci import Function
+from mokkafs.capture.profile_writer import Hex
+from mokkafs.capture.reader import Root
+from mokkafs.errors import ProfileError
+from mokkafs.profile.compile import Options, compile_profile
+from mokkafs.profile.schema import Profile
+from mokkafs.state import PciFunction
+from mokkafs.surfaces.pci_config import config_space
+
+NVIDIA, MELLANOX = 0x10DE, 0x15B3
+SPEEDS = {"2.5 GT/s PCIe": 1, "5.0 GT/s PCIe": 2, "8.0 GT/s PCIe": 3, "16.0 GT/s PCIe": 4,
+          "32.0 GT/s PCIe": 5, "64.0 GT/s PCIe": 6}
+COMPARED = ("vendor", "device", "subsystem_vendor", "subsystem_device", "class", "revision",
+            "irq", "numa_node", "local_cpulist", "resource", "max_link_speed",
+            "current_link_speed", "max_link_width", "current_link_width")
+
+
+def _is_gpu(fn: Function) -> bool:
+    return fn.number("vendor") == NVIDIA and fn.number("class") >> 16 == 0x03
+
+
+def _is_nvswitch(fn: Function) -> bool:
+    return fn.number("vendor") == NVIDIA and fn.number("class") == 0x068000
+
+
+def _is_hca(fn: Function) -> bool:
+    return (fn.number("vendor") == MELLANOX and fn.driver == "mlx5_core"
+            and fn.number("class") >> 8 in (0x0207, 0x0200))
+
+
+def _ids(fn: Function) -> dict[str, int]:
+    return {"device_id": Hex(fn.number("device") << 16 | fn.number("vendor")),
+            "subsystem_id": Hex(fn.number("subsystem_device") << 16
+                                | fn.number("subsystem_vendor"))}
+
+
+def _gpu(root: Root, fn: Function, index: int) -> dict[str, Any]:
+    info = gpu_information(root, fn.bdf)
+    ids = _ids(fn)
+    entry: dict[str, Any] = {"index": index, "pci": {**ids, "bus_id": fn.bdf,
+                                                     "revision": Hex(fn.number("revision"))}}
+    link = {"max_link_gen": SPEEDS.get(fn.attr("max_link_speed"), 4),
+            "current_link_gen": SPEEDS.get(fn.attr("current_link_speed"), 4),
+            "max_link_width": fn.number("max_link_width", 16),
+            "current_link_width": fn.number("current_link_width", 16)}
+    entry["pcie"] = link
+    rows = fn.attr("resource").splitlines()
+    if len(rows) > 1:
+        start, end = (int(x, 16) for x in rows[1].split()[:2])
+        if end > start:
+            entry["bar1_memory"] = {"total_bytes": end - start + 1}
+    if info:
+        entry["name"] = info.get("Model")
+        entry["vbios_version"] = info.get("Video BIOS")
+        entry["uuid"] = info.get("GPU UUID")
+        if info.get("Device Minor", "").isdigit():
+            entry["minor_number"] = int(info["Device Minor"])
+        entry["architecture"] = "hopper" if info.get("DMA Size") == "52 bits" else "ampere"
+    return {k: v for k, v in entry.items() if v is not None}
+
+
+def _topology(fns: list[Function], members: list[Function], doc: dict[str, Any]) -> None:
+    by_bdf = {fn.bdf: fn for fn in fns}
+    topo = doc["pcie_topology"]
+    for rc in topo["root_complexes"]:
+        mine = [m for m in members if m.root == rc["id"]]
+        rc["devices"] = [m.bdf for m in mine]
+        switches: dict[str, list[str]] = {}
+        for m in mine:
+            if len(m.chain) == 3:
+                switches.setdefault(m.chain[1], []).append(m.bdf)
+        rc["switches"] = [{"devices": d} for _, d in sorted(switches.items())]
+    bridges = {b for m in members for b in m.chain}
+    root_ports = [by_bdf[b] for b in sorted(bridges) if b in by_bdf and not by_bdf[b].chain]
+    others = [by_bdf[b] for b in sorted(bridges) if b in by_bdf and by_bdf[b].chain]
+    if root_ports:
+        topo["root_port"] = _ids(root_ports[0])
+        topo["first_root_port"] = min(int(b.bdf[8:10], 16) for b in root_ports)
+    if others:
+        topo["switch"] = _ids(others[0])
+
+
+def _differs(made: PciFunction, fn: Function | None) -> str | None:
+    if fn is None:
+        return "mokkafs would add it"
+    if made.path.split("/")[2:] != [fn.root, *fn.chain, fn.bdf]:
+        return "another place"
+    if made.kind != "bridge" and made.irq != fn.number("irq", -1):
+        return "another IRQ"
+    mine = config_space(made)
+    if fn.config != mine[:len(fn.config)]:
+        return "another config space"
+    if made.numa_node != fn.number("numa_node", -1):
+        return "another NUMA node"
+    return None
+
+
+def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: str,
+             notes: Notes) -> set[str]:
+    """Write the sections that make the node's GPUs, NVSwitches, HCAs and their bridges into
+    ``doc`` when they reproduce them; the addresses of the functions they make."""
+    gpus = [fn for fn in fns if _is_gpu(fn)]
+    nvswitches = [fn for fn in fns if _is_nvswitch(fn)]
+    hcas = [fn for fn in fns if _is_hca(fn)]
+    if not (gpus or nvswitches or hcas):
+        return set()
+    cand = copy.deepcopy(doc)
+    entries = [_gpu(root, fn, i) for i, fn in enumerate(gpus)]
+    order = sorted(range(len(gpus)), key=lambda i: (entries[i].get("minor_number", i), i))
+    for index, i in enumerate(order):
+        entries[i]["index"] = index
+    cand["devices"] = sorted(entries, key=lambda e: e["index"])
+    cand["system"]["num_devices"] = len(gpus)
+    if nvswitches:
+        cand["nvlink"] = {"switches": [{"bdf": fn.bdf, "device_id": Hex(fn.number("device"))}
+                                       for fn in nvswitches]}
+    ib = infiniband.section(root, hcas, node_name, notes)
+    if ib is not None:
+        cand["infiniband"] = ib
+        if "index" in ib:
+            cand["node"]["index"] = ib.pop("index")
+    else:
+        hcas = []
+    _topology(fns, gpus + nvswitches + hcas, cand)
+    by_bdf = {fn.bdf: fn for fn in fns}
+    try:
+        profile = Profile.model_validate(cand)
+        state = compile_profile(profile, {}, "capture", Options(node_name=node_name))
+    except (ProfileError, ValueError) as exc:
+        notes.add("GPUs, NVSwitches and HCAs kept verbatim: no profile section makes them "
+                  "(their driver's files are not served)", str(exc).splitlines()[0])
+        return set()
+    for made in state.functions:
+        why = _differs(made, by_bdf.get(made.bdf))
+        if why is not None:
+            notes.add("GPUs, NVSwitches and HCAs kept verbatim: mokkafs's layout does not "
+                      f"reproduce them ({why}; their driver's files are not served)", made.bdf)
+            return set()
+    doc.clear()
+    doc.update(cand)
+    return {fn.bdf for fn in state.functions}

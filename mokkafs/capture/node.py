@@ -1,0 +1,81 @@
+"""One capture: a machine's tree below a root -> a profile document and its notes.
+
+PCI functions mokkafs can make itself (GPUs, NVSwitches, ConnectX HCAs and the root ports and
+switches above them, ``mokkafs.capture.layout``) are described by the sections that make them,
+so the view keeps serving their driver's files; the profile is then compiled and every
+function it makes is compared with the captured one (place, identity, config space). Whatever
+does not come out the same, and every other function, is kept verbatim (``pci_functions``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mokkafs.capture import ident, kept, layout, numa
+from mokkafs.capture.notes import Notes
+from mokkafs.capture.pci import Function, functions
+from mokkafs.capture.reader import Root, Unreadable
+
+
+@dataclass
+class Capture:
+    doc: dict[str, Any]
+    notes: Notes
+    described: int  # functions the profile's sections make
+    kept: int  # functions kept verbatim
+
+
+def _roots(root: Root, fns: list[Function]) -> list[dict[str, Any]]:
+    out = []
+    for rc in sorted({fn.root for fn in fns}):
+        entry: dict[str, Any] = {"id": rc}
+        try:
+            cpus = root.text(f"sys/devices/{rc}/pci_bus/{rc[3:]}/cpulistaffinity")
+            if cpus:
+                entry["cpu_affinity"] = cpus
+        except Unreadable:
+            pass
+        nodes = {fn.number("numa_node", -1) for fn in fns if fn.root == rc}
+        entry["numa_node"] = min(nodes) if len(nodes) == 1 else -1
+        out.append(entry)
+    return out
+
+
+def node_name_of(root: Root, given: str | None) -> str:
+    if given:
+        return given
+    for path in ("proc/sys/kernel/hostname", "etc/hostname"):
+        try:
+            name = root.text(path).strip()
+        except Unreadable:
+            continue
+        if name and "\n" not in name:
+            return name
+    return "captured"
+
+
+def capture(root: Root, node_name: str | None) -> Capture:
+    notes = Notes()
+    arch = ident.arch(root)
+    fns = functions(root, notes)
+    doc: dict[str, Any] = {"description": "captured by mokkafs capture"}
+    system: dict[str, Any] = {"num_devices": 0}
+    system.update(ident.driver(root, notes))
+    doc["system"] = system
+    doc["pcie_topology"] = {"root_complexes": _roots(root, fns),
+                            "iommu": any(fn.iommu_group is not None for fn in fns)}
+    doc["platform"] = ident.platform(root, arch, notes)
+    shape = numa.machine(root, arch, notes)
+    if shape is not None:
+        doc["machine"] = shape
+    majors = ident.proc_devices(root)
+    if majors:
+        doc["proc_devices"] = majors
+    name = node_name_of(root, node_name)
+    doc["node"] = {"name": name}
+    described = layout.describe(root, fns, doc, name, notes)
+    rest = [fn for fn in fns if fn.bdf not in described]
+    if rest:
+        doc["pci_functions"] = [kept.entry(fn) for fn in rest]
+    return Capture(doc, notes, len(described), len(rest))

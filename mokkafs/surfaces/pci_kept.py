@@ -1,0 +1,32 @@
+"""A PCI function a capture kept (``mokkafs.profile.raw_pci``): its attributes and config
+space as they were on the captured node, with the modes the kernel gives them
+(drivers/pci/pci-sysfs.c), and the links every function has."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mokkafs.state import PciFunction, State
+from mokkafs.surfaces import power
+from mokkafs.tree.nodes import Dir, File, Node, relative_link
+
+# The kernel's writable attributes (others are 0444)
+MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus": 0o644,
+         "broken_parity_status": 0o644, "d3cold_allowed": 0o644, "uevent": 0o644,
+         "reset_method": 0o644, "sriov_numvfs": 0o664, "sriov_drivers_autoprobe": 0o644}
+
+
+def function(fn: PciFunction, state: State) -> Iterator[Node]:
+    d = fn.path
+    yield Dir(d)
+    for name, data in fn.raw or ():
+        yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
+    yield File(f"{d}/config", fn.config, 0o644)
+    if fn.vpd:
+        yield File(f"{d}/vpd", fn.vpd, 0o600)
+    yield File(f"{d}/remove", b"", 0o220, error=13)
+    yield File(f"{d}/rescan", b"", 0o200, error=13)
+    yield from power.of_pci_function(d, state)
+    if fn.driver:
+        yield relative_link(f"{d}/driver", f"sys/bus/pci/drivers/{fn.driver}")
+    yield relative_link(f"{d}/subsystem", "sys/bus/pci")
