@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.views import differences, snapshot
 from tests.helpers.mounts import REPO, mokkafs_mount
 from tests.helpers.profiles import ALL_PROFILES, profile_id
+from tests.helpers.views import differences, snapshot
 
 NODE = ["--node-name", "node-a"]
 # The view alone: the host's sysfs, which shows through beneath it by default, is not the
