@@ -66,8 +66,43 @@ def driver(root: Root, notes: Notes) -> dict[str, Any]:
     if m:
         out["driver_version"] = m.group(1)
     out["kernel_modules"] = "open" if "Open Kernel Module" in version else "proprietary"
+    imex = _imex(root)
+    if imex:
+        out["imex"] = imex
+    try:
+        partitioned = [e.name for e in root.listdir("proc/driver/nvidia/capabilities")
+                       if e.name.startswith("gpu")]
+    except Unreadable:
+        partitioned = []
+    if partitioned:
+        notes.add("MIG layouts: not captured (the driver's files name instances by ID only; "
+                  "their profiles are NVML's): the GPUs boot whole",
+                  "proc/driver/nvidia/capabilities")
     notes.add("NVIDIA driver parameters and registry: mokkafs's defaults (a profile cannot "
               "set them)", "proc/driver/nvidia/params")
+    return out
+
+
+def _imex(root: Root) -> dict[str, Any]:
+    """``system.imex``: the driver's IMEX parameters (``params``) and the channels made besides
+    channel 0 (``/dev/nvidia-caps-imex-channels``), where the node shows them."""
+    try:
+        params = root.text("proc/driver/nvidia/params")
+    except Unreadable:
+        return {}
+    found = dict(re.findall(r"^(ImexChannelCount|CreateImexChannel0): (\d+)$", params, re.M))
+    if "ImexChannelCount" not in found:
+        return {}
+    out: dict[str, Any] = {"channel_count": int(found["ImexChannelCount"]),
+                           "create_channel0": found.get("CreateImexChannel0") == "1"}
+    try:
+        names = [e.name for e in root.listdir("dev/nvidia-caps-imex-channels")]
+    except Unreadable:
+        names = []
+    made = sorted(int(n[7:]) for n in names if re.fullmatch(r"channel\d+", n))
+    channels = [c for c in made if not (c == 0 and out["create_channel0"])]
+    if channels:
+        out["channels"] = channels
     return out
 
 

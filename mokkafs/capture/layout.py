@@ -91,6 +91,10 @@ def _topology(fns: list[Function], members: list[Function], doc: dict[str, Any])
     if root_ports:
         topo["root_port"] = _ids(root_ports[0])
         topo["first_root_port"] = min(int(b.bdf[8:10], 16) for b in root_ports)
+        for rc in topo["root_complexes"]:  # a root whose ports are another kind (Grace's)
+            own = {str(_ids(p)) for p in root_ports if p.root == rc["id"]}
+            if len(own) == 1 and own != {str(topo["root_port"])}:
+                rc["root_port"] = next(_ids(p) for p in root_ports if p.root == rc["id"])
     if others:
         topo["switch"] = _ids(others[0])
 

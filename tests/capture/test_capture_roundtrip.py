@@ -1,9 +1,11 @@
 """Round trips: capture a mount of every shipped profile and nvml-mock's seven with
 ``--root``, mount the captured profile, and every static file of the two views is the same
-(``views.PER_READ`` lists what is not: counters and times that move with every read)."""
+(``views.PER_READ`` lists what is not: counters and times that move with every read), but for
+the MIG instances, which no file describes whole (their profiles are NVML's: docs/capture.md)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +20,9 @@ NODE = ["--node-name", "node-a"]
 # The view alone: the host's sysfs, which shows through beneath it by default, is not the
 # profile's and changes under other tests (loop and zram devices come and go).
 VIEW = [*NODE, "--host-sysfs", "none"]
+# What a capture leaves out: MIG instances (their capabilities and their nvidia-cap nodes).
+NOT_CAPTURED = re.compile(r"^(dev/nvidia-caps/nvidia-cap(?![12]$)\d+|"
+                          r"proc/driver/nvidia/capabilities/gpu\d+(/.*)?)$")
 
 
 def capture(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -38,4 +43,6 @@ def test_a_capture_of_a_mount_serves_the_same_view(tmp_path: Path, profile: Path
     with mokkafs_mount(tmp_path / "b" / "mnt", ["--profile", str(captured), *VIEW]) as second:
         after = snapshot(second.path)
     assert len(before) > 1000
-    assert differences(before, after) == []
+    left_out = {p for p in before if NOT_CAPTURED.match(p)}
+    assert bool(left_out) == ("mig" in profile.stem), sorted(left_out)[:5]
+    assert differences({p: v for p, v in before.items() if p not in left_out}, after) == []

@@ -9,10 +9,13 @@ import stat
 from pathlib import Path
 
 # What a view makes per read or per boot, never the same between two daemons: counters
-# (the InfiniBand ports' counters/ and hw_counters/, the time a function has been active),
-# and the memory the kernel's meminfo reports free or used right now is static in mokkafs
-# (a function of the profile), so it is compared.
-PER_READ = re.compile(r"/(counters|counters_ext|hw_counters)/|/power/runtime_active_time$")
+# (the InfiniBand ports' counters/ and hw_counters/, the time a function has been active)
+# and the kernel log (dev/kmsg, stamped with the daemon's start). The memory the kernel's
+# meminfo reports free or used right now is static in mokkafs (a function of the profile),
+# so it is compared.
+PER_READ = re.compile(r"/(counters|counters_ext|hw_counters)/|/power/runtime_active_time$"
+                      r"|^/dev/kmsg$")
+LIMIT = 1 << 20  # bytes read of a file at most: no attribute is near it
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, bytes | str | int]]:
@@ -36,7 +39,7 @@ def snapshot(root: Path) -> dict[str, tuple[str, bytes | str | int]]:
             else:
                 try:
                     with open(path, "rb") as f:
-                        out[rel] = (f"file {mode:o}", f.read())
+                        out[rel] = (f"file {mode:o}", f.read(LIMIT))
                 except OSError as exc:
                     out[rel] = (f"file {mode:o}", exc.errno or 0)
         dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
