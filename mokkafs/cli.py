@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mokkafs import __version__
+from mokkafs import __version__, cli_writes
 from mokkafs.delivery.cdi import (
     DEFAULT_VERSION,
     KIND,
@@ -181,6 +181,8 @@ def _parser() -> argparse.ArgumentParser:
     clear.add_argument("names", nargs="*")
     verbs.add_parser("list", help="one line per fault: name, kind, target, state, source "
                      "(restored: kept from a daemon before), seconds left (-: until cleared)")
+
+    cli_writes.add_parser(sub)
 
     rend = sub.add_parser("render", help="write the view to DEST as plain files")
     _profile_args(rend)
@@ -400,7 +402,7 @@ def _cmd_fault(args: argparse.Namespace) -> int:
 
 COMMANDS = {"profiles": _cmd_profiles, "mount": _cmd_mount, "cleanup": _cmd_cleanup,
             "tree": _cmd_tree, "render": _cmd_render, "cdi": _cmd_cdi,
-            "preload-env": _cmd_preload_env, "fault": _cmd_fault}
+            "preload-env": _cmd_preload_env, "fault": _cmd_fault, "writes": cli_writes.run}
 
 
 def setup_logging(debug: bool = False) -> None:

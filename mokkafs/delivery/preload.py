@@ -16,6 +16,7 @@ from mokkafs.surfaces import (
     infiniband,
     iommu,
     modules,
+    net,
     nvidia_dev,
     nvswitch_proc,
     pci,
@@ -42,6 +43,7 @@ REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
     dmi.CLASS,
     rdma_cm.DEVICE,
     f"{rdma_cm.CLASS}/rdma_cm",
+    net.CLASS_NET,  # the view's netdevs, and the host's beside them where its sysfs shows
     *(f"{modules.MODULES}/{name}" for name in modules.NAMES),
     proc_devices.PATH,
     proc_driver_nvidia.DRIVER,

@@ -19,9 +19,10 @@ log = logging.getLogger(__name__)
 
 
 def options(mountpoint: Path) -> set[str]:
-    """Read-only, kernel-checked modes, visible to every uid."""
+    """Kernel-checked modes, visible to every uid; writable only where the view simulates a
+    store (mokkafs.fuse.writes refuses every other change)."""
     return set(pyfuse3.default_options) | {  # default_permissions
-        f"fsname={fsname(mountpoint)}", f"subtype={FSTYPE.split('.')[1]}", "allow_other", "ro"}
+        f"fsname={fsname(mountpoint)}", f"subtype={FSTYPE.split('.')[1]}", "allow_other"}
 
 
 def refuse_link(mountpoint: Path) -> None:

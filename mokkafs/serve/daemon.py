@@ -65,6 +65,7 @@ from mokkafs.serve.durable import StateFile, restore_at_start
 from mokkafs.serve.faults import FaultScheduler, real_sleep_until
 from mokkafs.serve.owned import Owned, fuse_mount_id
 from mokkafs.serve.swap import Swapper
+from mokkafs.serve.writes import Writer
 from mokkafs.source import Source, Update
 from mokkafs.state import State
 from mokkafs.surfaces import SURFACES, Surface, build_tree, nvidia_dev
@@ -230,6 +231,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
             metrics=metrics, clock=wiring.clock, shown_at=now, book=book, state=state,
             publish=_publish(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
+        ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree, mode.background, signals)

@@ -38,6 +38,7 @@ from mokkafs.source import Update
 from mokkafs.state import State
 from mokkafs.tree.build import Tree
 from mokkafs.tree.diff import Invalidation, diff
+from mokkafs.writes.book import WriteBook
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Swapper:
         self.profile = profile  # as the source gave it
         self.state = profile if state is None else state  # and with the run-time faults
         self.book = FaultBook() if book is None else book
+        self.writes = WriteBook()  # the sysfs writes taken (mokkafs.serve.writes)
         self.build = build
         self.invalidator = invalidator
         self.status = status
@@ -151,11 +153,11 @@ class Swapper:
             return None
         async with self._lock:
             now = self.clock()
-            book = self.book.copy()
-            merged = book.merge(update.state)
+            book, writes = self.book.copy(), self.writes.copy()
+            merged = writes.merge(book.merge(update.state))
             applied_ = await self._install(merged, now, "profile", since=self.state)
             if applied_ is not None:
-                self.profile, self.book = update.state, book
+                self.profile, self.book, self.writes = update.state, book, writes
                 await self._persist()
             return applied_
 
@@ -166,11 +168,28 @@ class Swapper:
             book = self.book.copy()
             change(book, self.profile)
             now = self.clock()
-            merged = book.merge(self.profile)
+            merged = self.writes.copy().merge(book.merge(self.profile))
             result = await self._install(merged, now, "faults", since=self.state)
             if result is not None:
                 self.book = book
                 await self._persist()
+            return result
+
+    async def rewrite(self, change: Callable[[WriteBook, State], bool], reason: str = "write",
+                      ) -> Applied | None:
+        """Change the writes (``change`` edits a copy of the book, checking against the State
+        served; it raises to refuse, and returns False when nothing changes): the new view is
+        installed, and the kernel told, before this returns. None: nothing to install, or
+        the view could not be built (reported; the old one serves)."""
+        async with self._lock:
+            writes = self.writes.copy()
+            if not change(writes, self.state):
+                self.writes = writes  # (its counts)
+                return None
+            merged = writes.merge(self.book.copy().merge(self.profile))
+            result = await self._install(merged, self.clock(), reason, since=self.state)
+            if result is not None:
+                self.writes = writes
             return result
 
     async def _persist(self) -> None:

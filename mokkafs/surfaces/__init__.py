@@ -16,6 +16,7 @@ from mokkafs.surfaces import (
     infiniband,
     iommu,
     modules,
+    net,
     numa,
     nvidia_dev,
     nvswitch_proc,
@@ -25,6 +26,7 @@ from mokkafs.surfaces import (
     proc_devices,
     proc_driver_nvidia,
     rdma_cm,
+    sriov,
 )
 from mokkafs.tree.build import Part, Tree, build, patch
 from mokkafs.tree.nodes import Node
@@ -47,6 +49,8 @@ SURFACES: tuple[tuple[str, Surface], ...] = (
     ("cpu", cpu.nodes),
     ("numa", numa.nodes),
     ("proc_cpu_mem", proc_cpu_mem.nodes),
+    ("sriov", sriov.nodes),
+    ("net", net.nodes),
 )
 
 
@@ -71,6 +75,8 @@ INPUTS: dict[str, tuple[str, ...]] = {
     "cpu": ("machine", "host"),
     "numa": ("machine",),
     "proc_cpu_mem": ("machine", "platform"),
+    "sriov": ("functions",),
+    "net": ("functions", "hcas", "host"),
 }
 
 

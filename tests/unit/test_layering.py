@@ -5,12 +5,13 @@ A module may import its own package and anything of a lower rank, never a higher
 
     0  errors, state                    the vocabulary
     1  tree, profile                    pure data: the node model, the profile compiler
-    2  surfaces, faults, host           views of a State, and the State under its faults at a
-                                        time; the host's side (Linux calls, sysfs)
+    2  surfaces, faults, host, writes   views of a State, and the State under its faults at a
+                                        time or its sysfs writes; the host's side (Linux calls,
+                                        sysfs)
     3  source, fuse, obs                where States come from; the FUSE edge; health/metrics
     4  delivery                         consumers of the tree: CDI, re-attaching, preload, render
     5  serve                            the process: daemon skeleton, applying updates
-    6  cli, entry, __main__             the command
+    6  cli, cli_writes, entry, __main__ the command
 
 and the pipeline's pure parts (state, tree, surfaces, the profile compiler) do no I/O: they
 import neither trio, pyfuse3 nor the modules that reach the system.
@@ -25,9 +26,10 @@ from tests.helpers.mounts import REPO
 
 PACKAGE = REPO / "mokkafs"
 RANKS = {"errors": 0, "state": 0, "tree": 1, "profile": 1, "surfaces": 2, "faults": 2, "host": 2,
+         "writes": 2, "cli_writes": 6,
          "source": 3, "fuse": 3, "obs": 3, "delivery": 4, "serve": 5, "cli": 6, "entry": 6,
          "__main__": 6, "__init__": 0, "testing": 6, "bin": 0}
-PURE = ("state", "tree", "surfaces", "faults", "profile/schema", "profile/values", "profile/load",
+PURE = ("state", "tree", "surfaces", "faults", "writes", "profile/schema", "profile/values", "profile/load",
         "profile/compile", "profile/faults", "profile/identity")
 IMPURE = {"trio", "pyfuse3", "os", "socket", "subprocess", "threading", "ctypes", "time",
           "shutil", "tempfile", "signal"}
