@@ -29,8 +29,8 @@ RANKS = {"errors": 0, "state": 0, "tree": 1, "profile": 1, "surfaces": 2, "fault
          "writes": 2, "cli_writes": 6,
          "source": 3, "fuse": 3, "obs": 3, "delivery": 4, "serve": 5, "cli": 6, "entry": 6,
          "__main__": 6, "__init__": 0, "testing": 6, "bin": 0}
-PURE = ("state", "tree", "surfaces", "faults", "writes", "profile/schema", "profile/values", "profile/load",
-        "profile/compile", "profile/faults", "profile/identity")
+PURE = ("state", "tree", "surfaces", "faults", "profile/schema", "profile/values", "profile/load",
+        "writes", "profile/compile", "profile/faults", "profile/identity")
 IMPURE = {"trio", "pyfuse3", "os", "socket", "subprocess", "threading", "ctypes", "time",
           "shutil", "tempfile", "signal"}
 
