@@ -12,7 +12,10 @@ the owner (root) with EACCES before the daemon hears of it; the daemon refuses i
 FUSE setting), and refuses a root without CAP_SYS_ADMIN in its effective set with EROFS: that
 is a container without privileges, whose /sys is mounted read-only on a real node. The
 caller's credentials come with the request (``ctx.uid``, ``ctx.pid``, in the daemon's PID
-namespace), its capabilities from ``/proc/<pid>/status``.
+namespace), its capabilities from ``/proc/<pid>/status``. In no-open mode the kernel sends
+no OPEN, and a WRITE carries no credentials that pyfuse3 passes on: the writers are then the
+processes that hold the file open for writing (``/proc/<pid>/fdinfo``, matched by inode
+number), and every one of them must pass.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import pyfuse3
+import trio
 
+from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import View
 from mokkafs.tree.nodes import Dir, File
 from mokkafs.writes.attributes import ATTRIBUTES, WriteRefused
@@ -33,7 +39,7 @@ from mokkafs.writes.attributes import ATTRIBUTES, WriteRefused
 log = logging.getLogger(__name__)
 
 CAP_SYS_ADMIN = 21
-FIRST_HANDLE = 1 << 48  # above every handle the cache modes give
+FIRST_HANDLE = 1 << 63  # above every inode number (63 bits) and every handle of the modes
 MAX_STORE = 4096  # kernfs hands a store at most a page
 
 
@@ -55,11 +61,48 @@ def may_administer(pid: int, proc: Path = Path("/proc")) -> bool:
     return False
 
 
+def writers(inode: int, proc: Path = Path("/proc")) -> list[int]:
+    """The processes holding a file whose inode number is ``inode`` open for writing, by
+    their ``fdinfo`` (no file is touched: a stat could hang on another hung mount). The
+    view's inode numbers are 63-bit hashes no other file system gives."""
+    found = []
+    for pid in (p.name for p in proc.iterdir() if p.name.isdigit()):
+        try:
+            fds = os.listdir(proc / pid / "fdinfo")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                info = dict(line.split(":", 1) for line in
+                            (proc / pid / "fdinfo" / fd).read_text().splitlines()
+                            if ":" in line)
+                if int(info["ino"]) != inode:
+                    continue
+                flags = int(info["flags"], 8)
+            except (OSError, KeyError, ValueError):
+                continue
+            if flags & os.O_ACCMODE != os.O_RDONLY:
+                found.append(int(pid))
+                break
+    return found
+
+
+def uid_of(pid: int, proc: Path = Path("/proc")) -> int | None:
+    try:
+        for line in (proc / str(pid) / "status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[2])  # effective
+    except OSError:
+        pass
+    return None
+
+
 @dataclass
 class Writes:
     view: View
     store: Store | None = None  # set once the daemon has its swapper
     proc: Path = Path("/proc")
+    kernel: Invalidator | None = None  # set by the daemon: told of the written file's pages
     # fh -> (function, attribute, inode): inode numbers are stable across generations
     handles: dict[int, tuple[str, str, int]] = field(default_factory=dict)
     _next: itertools.count[int] = field(default_factory=lambda: itertools.count(FIRST_HANDLE))
@@ -93,6 +136,19 @@ class Writes:
         self.handles[fh] = (*target, inode)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
+    async def _check_holders(self, inode: int) -> None:
+        proc = self.proc
+
+        def holders() -> list[tuple[int | None, bool]]:
+            return [(uid_of(pid, proc), may_administer(pid, proc))
+                    for pid in writers(inode, proc)]
+
+        found = await trio.to_thread.run_sync(holders)
+        if not found or any(uid != 0 for uid, _ in found):
+            raise pyfuse3.FUSEError(errno.EACCES)
+        if not all(admin for _, admin in found):
+            raise pyfuse3.FUSEError(errno.EROFS)
+
     def owns(self, fh: int) -> bool:
         return fh in self.handles
 
@@ -104,17 +160,31 @@ class Writes:
         return entry.node.read(self.view.clock())[off:off + size]
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
-        try:
+        if fh in self.handles:
             bdf, attribute, _ = self.handles[fh]
-        except KeyError:
-            raise pyfuse3.FUSEError(errno.EBADF) from None
+        elif fh < FIRST_HANDLE:  # no-open mode: the kernel opened nothing, names the inode
+            bdf, attribute = self.target(fh)
+            await self._check_holders(fh)
+        else:
+            raise pyfuse3.FUSEError(errno.EBADF)
         if self.store is None:
             raise pyfuse3.FUSEError(errno.EROFS)
         data = buf[:MAX_STORE]
+        inode = self.handles[fh][2] if fh in self.handles else fh
+        kernel = self.kernel
+        if kernel is not None:
+            kernel.writing.add(inode)
         try:
             await self.store.store(bdf, attribute, data.decode("latin-1"))
         except WriteRefused as exc:
             raise pyfuse3.FUSEError(exc.errno) from None
+        finally:
+            if kernel is not None:
+                kernel.writing.discard(inode)
+                # After the reply, which this handler's return sends: the writer (no-open
+                # mode writes through the page cache) holds the page until then.
+                trio.lowlevel.spawn_system_task(trio.to_thread.run_sync, kernel.drop_pages,
+                                                inode)
         return len(buf)
 
     def release(self, fh: int) -> bool:

@@ -232,6 +232,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
             publish=_publish(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)
+        ops.writes.kernel = invalidator
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree, mode.background, signals)

@@ -17,7 +17,8 @@ from mokkafs.surfaces import build_tree
 from mokkafs.surfaces.net import names
 from mokkafs.writes.attributes import WriteRefused, kstrtobool, kstrtoul
 from mokkafs.writes.book import WriteBook
-from tests.conftest import H100_NIC0, SHIPPED_PROFILES, read_following_links, state_of
+from tests.conftest import H100_NIC0, read_following_links, state_of
+from tests.helpers.mounts import SHIPPED_PROFILES
 
 PF = H100_NIC0  # mlx5_0, ibp24s0
 
