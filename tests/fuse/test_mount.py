@@ -194,13 +194,17 @@ def test_readdir_types_and_symlinks(mount_h100: Mount) -> None:
 
 def test_read_only_and_modes(mount_h100: Mount) -> None:
     gpu = mount_h100.path / device_path(H100_GPU0)
-    for flags in (os.O_WRONLY, os.O_RDWR):
+    for flags in (os.O_WRONLY, os.O_RDWR):  # no store simulated (docs/writes.md): EACCES
         with pytest.raises(OSError) as info:
-            os.open(gpu / "numa_node", flags)
-        assert info.value.errno == errno.EROFS
+            fd = os.open(gpu / "numa_node", flags)  # (no-open mode: the WRITE refuses)
+            try:
+                os.write(fd, b"1\n")
+            finally:
+                os.close(fd)
+        assert info.value.errno == errno.EACCES
     with pytest.raises(OSError) as info:
         (gpu / "new").mkdir()
-    assert info.value.errno == errno.EROFS
+    assert info.value.errno == errno.EPERM
     with pytest.raises(OSError) as info:
         (gpu / "remove").read_bytes()
     assert info.value.errno == errno.EACCES
