@@ -100,7 +100,7 @@ def test_the_device_plugin_finds_pfs_then_four_vfs(h100: Live) -> None:
     assert sorted(vfs) == after[PF]["vfs"] == [f"0000:18:00.{i}" for i in range(1, 5)]
     groups = {info["group"] for info in after.values()}
     assert len(groups) == len(after)
-    for i, (bdf, info) in enumerate(sorted(vfs.items())):
+    for i, (_, info) in enumerate(sorted(vfs.items())):
         assert info["driver"] == "mlx5_core" and info["numa"] == after[PF]["numa"] == 0
         assert info["names"] == [f"ibp24s0v{i}"] and info["pf_name"] == "ibp24s0"
 
