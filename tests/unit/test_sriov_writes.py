@@ -175,3 +175,16 @@ def test_kstrto() -> None:
         [True, True, True, True, False, False, False]
     with pytest.raises(WriteRefused):
         kstrtobool("maybe")
+
+
+def test_a_removed_pf_takes_its_vfs_with_it() -> None:
+    from dataclasses import replace
+
+    from mokkafs.faults.effects import at
+    from mokkafs.state import FaultSpec
+
+    _, served = written(state_of("h100"), (PF, "sriov_numvfs", "2"))
+    fault = FaultSpec("gone", "hca-removed", "mlx5_0", "control", bdf=PF, hca="mlx5_0",
+                      origin=0.0)
+    shown = at(replace(served, faults=(fault,)), 1.0)
+    assert not [fn for fn in shown.functions if fn.bdf.startswith("0000:18:")]
