@@ -91,11 +91,12 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
     # nothing but the mount (mokkafs.delivery.share).
     parent = {"hostPath": os.path.dirname(mnt), "containerPath": PROPAGATED,
               "options": ["rbind", "rro", "rslave", "nosuid", "nodev", "noexec"]}
-    # /sys alone is bound writable: the daemon takes a write only where a store is simulated
-    # and only from a writer with CAP_SYS_ADMIN (a privileged container's root), answering
-    # others as a read-only /sys would (docs/writes.md).
+    # /sys alone is bound writable, and not recursively: no mount below the view comes with
+    # it. The daemon takes a write only where a store is simulated and only from a writer
+    # with CAP_SYS_ADMIN (a privileged container's root), answering others as a read-only
+    # /sys would (docs/writes.md).
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
-                 "options": ["rbind", "nosuid", "nodev", "noexec"]}
+                 "options": ["bind", "nosuid", "nodev", "noexec"]}
     def proc_hook(*names: str) -> dict[str, Any]:
         pairs = [arg for name in names for arg in (f"{mnt}/proc/{name}", f"/proc/{name}")]
         return {"hookName": "createContainer", "path": hook or hook_path(),

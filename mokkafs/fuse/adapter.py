@@ -166,40 +166,40 @@ class Operations(pyfuse3.Operations):
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo,
                                                            pyfuse3.EntryAttributes]:
-        raise refuse_create()
+        raise refuse_create(ctx)
 
     @guarded
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        raise refuse_change()
+        raise refuse_change(ctx)
 
     @guarded
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        raise refuse_change()
+        raise refuse_change(ctx)
 
     @guarded
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        raise refuse_change()
+        raise refuse_change(ctx)
 
     @guarded
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        raise refuse_change()
+        raise refuse_change(ctx)
 
     @guarded
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        raise refuse_change()
+        raise refuse_change(ctx)
 
     @guarded
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        raise refuse_change()
+        raise refuse_change(ctx)
 
     @guarded
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: pyfuse3.RequestContext) -> None:
-        raise refuse_change()
+        raise refuse_change(ctx)
 
     @guarded
     async def release(self, fh: int) -> None:

@@ -201,10 +201,13 @@ class Writes:
         self.check_caller(ctx)
 
 
-def refuse_create() -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(errno.EACCES)
+def refuse_create(ctx: pyfuse3.RequestContext) -> pyfuse3.FUSEError:
+    """What sysfs answers a create: EACCES; EROFS to a caller without CAP_SYS_ADMIN (a
+    container without privileges, whose /sys is read-only)."""
+    return pyfuse3.FUSEError(errno.EACCES if may_administer(ctx.pid) else errno.EROFS)
 
 
-def refuse_change() -> pyfuse3.FUSEError:
-    return pyfuse3.FUSEError(errno.EPERM)
+def refuse_change(ctx: pyfuse3.RequestContext) -> pyfuse3.FUSEError:
+    """What sysfs answers mkdir, unlink, rename, links: EPERM; EROFS as above."""
+    return pyfuse3.FUSEError(errno.EPERM if may_administer(ctx.pid) else errno.EROFS)
 

@@ -9,8 +9,9 @@ its PF (without ``np``) and ``v<index>`` (the SR-IOV naming of systemd 249 on).
 
 ``phys_port_name`` and ``phys_switch_id`` read as mlx5 in legacy (not switchdev) eswitch mode
 answers: an Ethernet PF's port name ``p0``, EOPNOTSUPP for the rest (IPoIB has neither).
-Every reader sees these netdevs, whatever its network namespace: the view stands for the
-node's own namespace (docs/writes.md, "Netdevs and network namespaces").
+Where the host's sysfs shows through (a container given the view), ``sys/class/net`` stays the
+reader's own namespace's, as the kernel shows it; the netdevs are then found under their PCI
+functions only (docs/writes.md, "Netdevs and network namespaces").
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def _unsupported(path: str) -> File:
     return File(path, b"", 0o444, error=errno.EOPNOTSUPP)
 
 
-def _netdev(fn: PciFunction, hca: Hca, name: str) -> Iterator[Node]:
+def _netdev(fn: PciFunction, hca: Hca, name: str, listed: bool) -> Iterator[Node]:
     port = hca.ports[0]
     ib = port.link_layer == "InfiniBand"
     d = f"{fn.path}/net/{name}"
@@ -118,18 +119,20 @@ def _netdev(fn: PciFunction, hca: Hca, name: str) -> Iterator[Node]:
     yield _unsupported(f"{d}/phys_switch_id")
     yield relative_link(f"{d}/device", fn.path)
     yield relative_link(f"{d}/subsystem", CLASS_NET)
-    yield relative_link(f"{CLASS_NET}/{name}", d)
+    if listed:
+        yield relative_link(f"{CLASS_NET}/{name}", d)
 
 
 def nodes(state: State) -> Iterator[Node]:
     named = names(state)
     if not named:
         return
-    # Beside the host's own interfaces where its sysfs shows through.
-    yield Dir(CLASS_NET, merge="class/net" if state.host.sysfs else None)
+    listed = not state.host.sysfs  # else class/net is the reader's netns's (host_sysfs)
+    if listed:
+        yield Dir(CLASS_NET)
     functions = {fn.bdf: fn for fn in state.functions}
     for hca in state.hcas:
         name = named.get(hca.bdf)
         if name is not None:
             yield Dir(f"{functions[hca.bdf].path}/net")
-            yield from _netdev(functions[hca.bdf], hca, name)
+            yield from _netdev(functions[hca.bdf], hca, name, listed)

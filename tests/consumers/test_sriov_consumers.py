@@ -28,7 +28,9 @@ PF = H100_NIC0
 
 @pytest.fixture
 def h100(tmp_path: Path) -> Iterator[Live]:
-    with live_mount(tmp_path, "h100") as live:
+    # A plain view (the node's own namespace): /sys/class/net lists the netdevs, which hwloc
+    # reads to place them (docs/writes.md, "Netdevs and network namespaces").
+    with live_mount(tmp_path, "h100", extra=["--host-sysfs", "none"]) as live:
         yield live
 
 

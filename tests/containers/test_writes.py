@@ -18,5 +18,6 @@ def test_a_privileged_container_writes_and_an_unprivileged_one_cannot(h100_node:
     out = h100_node.run(f"echo 4 > {NUMVFS}; echo rc=$?; cat {NUMVFS}; "
                         "ls /sys/bus/pci/devices | grep -c 0000:18:00; "
                         "basename $(readlink /sys/bus/pci/devices/0000:18:00.3/physfn); "
-                        "ls /sys/class/net | grep -c ibp24s0v", "--privileged")
+                        "ls /sys/bus/pci/devices/0000:18:00.*/net | grep -c ibp24s0v",
+                        "--privileged")
     assert out.split() == ["rc=0", "4", "5", "0000:18:00.0", "4"], out
