@@ -33,6 +33,7 @@ from mokkafs.model.pci import (
     PciIdentity,
     PortType,
     RootComplex,
+    Sriov,
 )
 from mokkafs.model.platform import CharMajor, Driver, Platform
 
@@ -63,6 +64,7 @@ __all__ = [
     "Platform",
     "PortType",
     "RootComplex",
+    "Sriov",
     "State",
     "Traffic",
     "Windows",

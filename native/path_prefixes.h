@@ -13,6 +13,7 @@ static const char *const prefixes[] = {
     "/sys/class/dmi",
     "/sys/devices/virtual/misc/rdma_cm",
     "/sys/class/misc/rdma_cm",
+    "/sys/class/net",
     "/sys/module/ib_core",
     "/sys/module/mlx5_core",
     "/sys/module/mlx5_ib",

@@ -85,13 +85,17 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
     mnt = os.path.abspath(mountpoint)
     # The mountpoint's parent, held with slave propagation: a restarted daemon's new mount
     # appears there inside running containers (mokkafs.delivery.reattach re-binds the kernel paths).
-    # Every bind is read-only all the way down ("rro": runc >= 1.1, crun), so no mount below
+    # Every other bind is read-only all the way down ("rro": runc >= 1.1, crun), so no mount below
     # one can be written through it. The parent is the daemon's read-only tmpfs, holding
     # nothing but the mount (mokkafs.delivery.share).
     parent = {"hostPath": os.path.dirname(mnt), "containerPath": PROPAGATED,
               "options": ["rbind", "rro", "rslave", "nosuid", "nodev", "noexec"]}
+    # /sys alone is bound writable, and not recursively: no mount below the view comes with
+    # it. The daemon takes a write only where a store is simulated and only from a writer
+    # with CAP_SYS_ADMIN (a privileged container's root), answering others as a read-only
+    # /sys would (docs/writes.md).
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
-                 "options": ["rbind", "rro", "nosuid", "nodev", "noexec"]}
+                 "options": ["bind", "nosuid", "nodev", "noexec"]}
     # The view's kernel log (docs/kmsg.md): dmesg and log followers read it as /dev/kmsg.
     kmsg = {"hostPath": f"{mnt}/dev/kmsg", "containerPath": "/dev/kmsg",
             "options": ["bind", "ro", "nosuid", "nodev", "noexec"]}

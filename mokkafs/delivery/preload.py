@@ -17,6 +17,7 @@ from mokkafs.surfaces import (
     iommu,
     kmsg,
     modules,
+    net,
     nvidia_dev,
     nvswitch_proc,
     pci,
@@ -43,6 +44,7 @@ REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
     dmi.DMI_CLASS,
     rdma_cm.DEVICE,
     f"{rdma_cm.MISC_CLASS}/rdma_cm",
+    net.CLASS_NET,  # the view's netdevs, and the host's beside them where its sysfs shows
     *(f"{modules.MODULES}/{name}" for name in modules.NAMES),
     proc_devices.PATH,
     proc_driver_nvidia.DRIVER,

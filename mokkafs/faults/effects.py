@@ -124,6 +124,7 @@ def at(state: State, now: float) -> State:
     active = [spec for spec in state.faults if in_effect(spec, now)]
     gone = {spec.bdf for spec in active
             if spec.kind in ("gpu-removed", "hca-removed") and spec.bdf}
+    gone |= {fn.bdf for fn in state.functions if fn.physfn in gone}  # a PF's VFs go with it
     hcas = tuple(
         replace(hca, ports=tuple(_port(p, (hca.name, p.number), state, active)
                                  for p in hca.ports))

@@ -1,8 +1,8 @@
 """pyfuse3 ``Operations`` over the current ``Tree``: the handlers, and nothing else.
 
 Contract with the kernel:
-- Read-only: the mount is ``ro``, so the kernel answers EROFS to every write, create, rename,
-  unlink and setattr before a request reaches the daemon.
+- Read-only but for the attributes whose writes the view simulates (``mokkafs.fuse.writes``
+  decides, and refuses every other change as sysfs does).
 - Static files carry their exact size and the mtime of the build that last changed them, so
   page caches serve repeated reads and a swap (new mtime, plus invalidation) drops them.
 - What differs between the cache modes is asked of the cache policy (``mokkafs.fuse.policy``);
@@ -27,6 +27,7 @@ from mokkafs.fuse import attrs
 from mokkafs.fuse.policy import CachePolicy
 from mokkafs.fuse.stream import Streams
 from mokkafs.fuse.view import View
+from mokkafs.fuse.writes import Writes, refuse_change, refuse_create
 from mokkafs.tree.nodes import File, Symlink
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class Operations(pyfuse3.Operations):
         self.observe = observe
         self.enable_symlink_cache = policy.caches_symlinks  # read by patched pyfuse3
         self.streams = Streams(view.holder, view.clock)  # dev/kmsg's readers
+        self.writes = Writes(view)
 
     @guarded
     async def lookup(self, parent_inode: int, name: bytes,
@@ -144,20 +146,75 @@ class Operations(pyfuse3.Operations):
         entry = self.view.holder.tree.get(inode)
         if entry is not None and isinstance(entry.node, File) and entry.node.stream:
             return self.streams.open(inode, flags, ctx.pid)
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            return await self.writes.open(inode, flags, ctx)
         return await self.policy.open(inode, flags)
 
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
         if self.streams.owns(fh):
             return await self.streams.read(fh, off, size)
+        if self.writes.owns(fh):
+            return await self.writes.read(fh, off, size)
         return await self.policy.read(fh, off, size)
+
+    @guarded
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        return await self.writes.write(fh, off, buf)
+
+    @guarded
+    async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,
+                      fields: pyfuse3.SetattrFields, fh: int | None,
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        await self.writes.truncate(inode, fields, ctx)
+        return await self.getattr(inode, ctx)
+
+    @guarded
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo,
+                                                           pyfuse3.EntryAttributes]:
+        raise refuse_create(ctx)
+
+    @guarded
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int,
+                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        raise refuse_change(ctx)
+
+    @guarded
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
+                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        raise refuse_change(ctx)
+
+    @guarded
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes,
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        raise refuse_change(ctx)
+
+    @guarded
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
+                   ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        raise refuse_change(ctx)
+
+    @guarded
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        raise refuse_change(ctx)
+
+    @guarded
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        raise refuse_change(ctx)
+
+    @guarded
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
+                     name_new: bytes, flags: int, ctx: pyfuse3.RequestContext) -> None:
+        raise refuse_change(ctx)
 
     @guarded
     async def release(self, fh: int) -> None:
         if self.streams.owns(fh):
             self.streams.release(fh)
             return
-        self.policy.release(fh)
+        if not self.writes.release(fh):
+            self.policy.release(fh)
 
     async def forget(self, inode_list: Sequence[tuple[int, int]]) -> None:
         # No reply is sent, so nothing may escape.

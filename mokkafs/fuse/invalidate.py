@@ -52,6 +52,9 @@ class Invalidator:
     def __init__(self, kernel: Kernel | None = None) -> None:
         self.kernel: Kernel = kernel or Pyfuse3Kernel()
         self.loop_thread = threading.get_ident()
+        # Files a WRITE is outstanding on (mokkafs.fuse.writes): the writer holds their page
+        # locks until the reply, so only their attributes are dropped here; their pages after.
+        self.writing: set[int] = set()
 
     def apply(self, plan: Invalidation) -> Counts:
         if threading.get_ident() == self.loop_thread:
@@ -63,7 +66,7 @@ class Invalidator:
         for parent, name in plan.added:
             self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), 0)
         for inode in plan.changed_data:  # (directories that gain names first)
-            self._send(counts, self.kernel.invalidate_inode, inode, False)
+            self._send(counts, self.kernel.invalidate_inode, inode, inode in self.writing)
         for inode in plan.changed_attrs:
             self._send(counts, self.kernel.invalidate_inode, inode, True)
         for inode in plan.shrunk:
@@ -89,6 +92,12 @@ class Invalidator:
                     stale.append(inode)
         for inode in stale:
             self._send(counts, self.kernel.invalidate_inode, inode, False)
+        return counts
+
+    def drop_pages(self, inode: int) -> Counts:
+        """A written file's pages, once its WRITE is answered. Worker thread only."""
+        counts = Counts()
+        self._send(counts, self.kernel.invalidate_inode, inode, False)
         return counts
 
     @staticmethod

@@ -18,10 +18,14 @@ from mokkafs.host.mountinfo import FSTYPE, fsname, mounted_at
 log = logging.getLogger(__name__)
 
 
-def options(mountpoint: Path) -> set[str]:
-    """Read-only, kernel-checked modes, visible to every uid."""
+def options(mountpoint: Path, writable: bool = False) -> set[str]:
+    """Kernel-checked modes, visible to every uid. Read-only, unless ``writable``
+    (``--writable``): then the kernel passes writes on, and mokkafs.fuse.writes takes them
+    only where the view simulates a store. A writable mount costs no-open readers more
+    requests (docs/writes.md), so it is asked for, not the default."""
     return set(pyfuse3.default_options) | {  # default_permissions
-        f"fsname={fsname(mountpoint)}", f"subtype={FSTYPE.split('.')[1]}", "allow_other", "ro"}
+        f"fsname={fsname(mountpoint)}", f"subtype={FSTYPE.split('.')[1]}", "allow_other",
+        *(() if writable else ("ro",))}
 
 
 def refuse_link(mountpoint: Path) -> None:
@@ -82,13 +86,15 @@ class Session:
     """pyfuse3's one session: entering mounts ``ops`` at ``mountpoint``, leaving unmounts
     (lazily, should pyfuse3's own unmount fail)."""
 
-    def __init__(self, ops: pyfuse3.Operations, mountpoint: Path) -> None:
+    def __init__(self, ops: pyfuse3.Operations, mountpoint: Path, writable: bool = False
+                 ) -> None:
         self.ops = ops
         self.mountpoint = mountpoint
+        self.writable = writable
 
     def __enter__(self) -> Session:
         try:
-            pyfuse3.init(self.ops, str(self.mountpoint), options(self.mountpoint))
+            pyfuse3.init(self.ops, str(self.mountpoint), options(self.mountpoint, self.writable))
         except RuntimeError as exc:  # pyfuse3 reports fuse_session_mount failing this way
             raise MountError(f"cannot mount at {self.mountpoint}: {exc} (is /dev/fuse there, "
                              "and is this root?)") from None

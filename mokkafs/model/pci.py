@@ -54,6 +54,26 @@ class Bridge:
 
 
 @dataclass(frozen=True, slots=True)
+class Sriov:
+    """A physical function's SR-IOV capability (drivers/pci/iov.c): how many VFs it may have
+    and has, where their routing IDs start (``offset``) and step (``stride``), their device
+    ID, and whether new VFs are bound to the PF's driver. ``numvfs`` is what was written to
+    ``sriov_numvfs`` (``mokkafs.writes``); ``probed``: whether autoprobe was on then.
+    ``slot``: this PF's place among the node's PFs, which fixes its VFs' IOMMU groups and
+    RDMA names whatever other PFs do (``mokkafs.profile.sriov``)."""
+
+    total: int
+    offset: int
+    stride: int
+    vf_device: int
+    total_msix: int
+    slot: int
+    numvfs: int = 0
+    autoprobe: bool = True
+    probed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class GpuInfo:
     """What the NVIDIA driver reports of a GPU (/proc/driver/nvidia/gpus/<bdf>/information)."""
 
@@ -103,6 +123,10 @@ class PciFunction(PciIdentity):
     lost: bool = False
     # Its PCI Vital Product Data (mokkafs.profile.vpd), empty where it has none
     vpd: bytes = b""
+    # A PF's SR-IOV capability; a VF's PF and its index there (mokkafs.profile.sriov)
+    sriov: Sriov | None = None
+    physfn: str | None = None
+    vf_index: int = 0
     # A function a capture kept as it was (mokkafs.profile.raw_pci): its attributes' bytes,
     # served verbatim with its ``config`` (``None``: every attribute is made from the fields)
     raw: tuple[tuple[str, bytes], ...] | None = None

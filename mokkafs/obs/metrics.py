@@ -19,7 +19,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from mokkafs.obs.status import Status
 from mokkafs.state import FaultKind
@@ -146,6 +146,17 @@ def status_families(s: Status) -> Iterator[Family]:
     yield gauge("mokkafs_state_file_refused",
                 "1 if the state file was refused when the daemon started (see /readyz)",
                 int(s.state_refused is not None))
+    writes: dict[str, Any] = s.writes() if s.writes is not None else {
+        "list": [], "taken": 0, "dropped": 0, "refused": {}}
+    yield gauge("mokkafs_writes_active", "Sysfs writes the view serves (docs/writes.md)",
+                len(writes["list"]))
+    yield counter("mokkafs_writes_taken", "Sysfs writes that changed the view", writes["taken"])
+    yield counter("mokkafs_writes_dropped", "Sysfs writes a profile swap ended (target gone)",
+                  writes["dropped"])
+    refused = counter("mokkafs_writes_refused", "Sysfs writes refused, by errno")
+    for code, count in sorted(writes["refused"].items()):
+        refused.add(count, (("errno", code),))
+    yield refused
 
 
 REQUEST_SECONDS = ("mokkafs_fuse_request_duration_seconds",

@@ -4,8 +4,9 @@ collector at request time (so both always report the same facts)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Followable(Protocol):
@@ -52,6 +53,8 @@ class Status:
     state_file: str | None = None
     restored: list[str] = field(default_factory=list)
     state_refused: str | None = None
+    # the sysfs writes taken (mokkafs.serve.writes.Writer.report), read when asked
+    writes: Callable[[], dict[str, Any]] | None = None
 
     @property
     def following(self) -> bool:
@@ -83,6 +86,7 @@ class Status:
             "cache_mode": self.cache_mode,
             "compile_pid": self.watch.compile_pid if self.watch is not None else None,
             "faults": [f for f in self.faults if f["state"] == "active"],
+            "writes": self.writes()["list"] if self.writes is not None else [],
             "state": {"file": self.state_file, "restored": self.restored,
                       "refused": self.state_refused},
             "surfaces": {name: {"status": "ok" if self.serving else "not serving",

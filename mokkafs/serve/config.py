@@ -44,6 +44,7 @@ class Config:
     cdi: CdiConfig | None = None
     runtime_dir: Path = Path("/run/mokkafs-runtime")
     shutdown_seconds: float = 5.0
+    writable: bool = False  # --writable: sysfs writes taken (docs/writes.md); else read-only
     nonempty: bool = False  # mount over a directory that holds files (they are hidden)
     # --host-dev: the directory (the host's /dev) to make the NVIDIA nodes in while serving
     host_dev: Path | None = None

@@ -5,7 +5,8 @@ A Unix stream socket, mode 0600, in a directory no one but its owner may write (
 shared directory could be replaced under the daemon); callers other than root and the daemon's
 own user are refused by their credentials too. One request per connection, one JSON line each
 way: ``{"op": "apply", "file": NAME, "text": YAML}``, ``{"op": "clear", "names": [...]}``,
-``{"op": "list"}``; the answer is ``{"ok": true, "faults": [...]}`` or ``{"ok": false,
+``{"op": "list"}`` (``mokkafs writes``: ``{"op": "writes"}``, ``{"op": "clear-writes"}``); the
+answer is ``{"ok": true, "faults": [...]}`` or ``{"ok": false,
 "error": MESSAGE, "exit": STATUS}``. Like the metrics endpoint it cannot starve the daemon:
 a few connections at once, each bounded in size and time.
 """
@@ -40,6 +41,7 @@ from mokkafs.faults.schedule import remaining
 from mokkafs.profile.load import parse_as
 from mokkafs.profile.resolve import MAX_PROFILE_BYTES
 from mokkafs.profile.schema import FaultFile
+from mokkafs.serve import writes
 from mokkafs.serve.swap import Swapper
 from mokkafs.state import State
 
@@ -138,10 +140,13 @@ def listing(swapper: Swapper) -> list[dict[str, Any]]:
 async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
     op = request.get("op")
     if op == "list":
-        return {"ok": True, "faults": listing(swapper)}
+        return {"ok": True, "faults": listing(swapper), "writes": swapper.writes.listing()}
     if op == "mig":  # mokkafs mig (mokkafs.serve.mig)
         from mokkafs.serve.mig import handle as mig_handle
         return await mig_handle(request, swapper)
+    if op in ("writes", "clear-writes"):  # mokkafs writes list|clear (docs/writes.md)
+        cleared = await writes.clear(swapper) if op == "clear-writes" else 0
+        return {"ok": True, "writes": swapper.writes.listing(), "cleared": cleared}
     if op == "apply":
         filename = str(request.get("file", "the fault file"))
         document, _ = parse_as(FaultFile, str(request.get("text", "")), filename)

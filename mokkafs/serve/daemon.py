@@ -56,6 +56,7 @@ from mokkafs.serve.process import settle_heap
 from mokkafs.serve.publish import host_dev_nodes, publish_to
 from mokkafs.serve.running import Running
 from mokkafs.serve.swap import Swapper
+from mokkafs.serve.writes import Writer
 from mokkafs.tree.assemble import Assembler
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         if config.host_dev is not None:
             host_sync = host_dev_nodes(stack, config.host_dev, at(state, now), owned)
         stack.callback(owned.update, mount_id=None)
-        stack.enter_context(Session(ops, config.mountpoint))
+        stack.enter_context(Session(ops, config.mountpoint, config.writable))
         owned.update(mount_id=fuse_mount_id(config.mountpoint))
         if publisher is not None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
@@ -145,6 +146,8 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
             status=status, metrics=metrics, clock=wiring.clock, shown_at=now, book=book,
             state=state, publish=publish_to(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
+        ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)
+        ops.writes.kernel = invalidator
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree, policy.background, signals)

@@ -40,6 +40,7 @@ from mokkafs.state import State
 from mokkafs.tree.assemble import Build
 from mokkafs.tree.build import Tree
 from mokkafs.tree.diff import Invalidation, diff
+from mokkafs.writes.book import WriteBook
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class Swapper:
         self.state = profile if state is None else state  # and with the run-time faults
         self.book = FaultBook() if book is None else book
         self.mig = MigLayer()  # MIG layouts changed at run time (mokkafs.serve.mig)
+        self.writes = WriteBook()  # the sysfs writes taken (mokkafs.serve.writes)
         self.build = build
         self.invalidator = invalidator
         self.status = status
@@ -156,13 +158,13 @@ class Swapper:
             return None
         async with self._lock:
             now = self.clock()
-            book = self.book.copy()
+            book, writes = self.book.copy(), self.writes.copy()
             mig = self.mig.copy()
             mig.prune(update.state)
-            merged = book.merge(mig.over(update.state))
+            merged = writes.merge(book.merge(mig.over(update.state)))
             installed = await self._install(merged, now, "profile", since=self.state)
             if installed is not None:
-                self.profile, self.book, self.mig = update.state, book, mig
+                self.profile, self.book, self.mig, self.writes = update.state, book, mig, writes
                 await self._persist()
             return installed
 
@@ -173,7 +175,7 @@ class Swapper:
             book = self.book.copy()
             change(book, self.profile)
             now = self.clock()
-            merged = book.merge(self.mig.over(self.profile))
+            merged = self.writes.copy().merge(book.merge(self.mig.over(self.profile)))
             result = await self._install(merged, now, "faults", since=self.state)
             if result is not None:
                 self.book = book
@@ -187,10 +189,28 @@ class Swapper:
             mig = self.mig.copy()
             change(mig, self.profile)
             # (changed at this moment: what it changes gets a new mtime, as a load's does)
-            merged = replace(self.book.merge(mig.over(self.profile)), loaded_at=time.time())
+            merged = replace(self.writes.copy().merge(self.book.merge(mig.over(self.profile))),
+                             loaded_at=time.time())
             result = await self._install(merged, self.clock(), "mig", since=self.state)
             if result is not None:
                 self.mig = mig
+            return result
+
+    async def rewrite(self, change: Callable[[WriteBook, State], bool], reason: str = "write",
+                      ) -> Installed | None:
+        """Change the writes (``change`` edits a copy of the book, checking against the State
+        served; it raises to refuse, and returns False when nothing changes): the new view is
+        installed, and the kernel told, before this returns. None: nothing to install, or
+        the view could not be built (reported; the old one serves)."""
+        async with self._lock:
+            writes = self.writes.copy()
+            if not change(writes, self.state):
+                self.writes = writes  # (its counts)
+                return None
+            merged = writes.merge(self.book.copy().merge(self.mig.over(self.profile)))
+            result = await self._install(merged, self.clock(), reason, since=self.state)
+            if result is not None:
+                self.writes = writes
             return result
 
     async def _persist(self) -> None:

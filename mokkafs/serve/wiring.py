@@ -72,7 +72,7 @@ def wire(args: argparse.Namespace, clock: Clock = time.monotonic) -> tuple[Confi
         state_dir=args.state_dir or (args.control.parent if args.control else None),
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
                       args.cdi_hook) if args.cdi_dir else None,
-        runtime_dir=args.runtime_dir, nonempty=args.nonempty,
+        runtime_dir=args.runtime_dir, nonempty=args.nonempty, writable=args.writable,
         host_dev=args.host_dev_root if args.host_dev else None)
     at_this_moment = options(args, clock)
     # The first compile runs here, before the mount; every later one in a child process,

@@ -18,6 +18,7 @@ from mokkafs.surfaces import (
     kmsg,
     mig,
     modules,
+    net,
     numa,
     nvidia_dev,
     nvswitch_proc,
@@ -27,6 +28,7 @@ from mokkafs.surfaces import (
     proc_devices,
     proc_driver_nvidia,
     rdma_cm,
+    sriov,
 )
 from mokkafs.tree.assemble import Surface
 
@@ -49,4 +51,6 @@ SURFACES: tuple[Surface[Any], ...] = (
     numa.SURFACE,
     proc_cpu_mem.SURFACE,
     kmsg.SURFACE,
+    sriov.SURFACE,
+    net.SURFACE,
 )

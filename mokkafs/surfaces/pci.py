@@ -65,7 +65,8 @@ def modalias(fn: PciFunction) -> str:
 
 
 def uevent(fn: PciFunction) -> str:
-    return (f"DRIVER={fn.driver}\nPCI_CLASS={fn.class_code:X}\n"
+    driver = f"DRIVER={fn.driver}\n" if fn.driver else ""
+    return (f"{driver}PCI_CLASS={fn.class_code:X}\n"
             f"PCI_ID={fn.vendor:04X}:{fn.device:04X}\n"
             f"PCI_SUBSYS_ID={fn.subsystem_vendor:04X}:{fn.subsystem_device:04X}\n"
             f"PCI_SLOT_NAME={fn.bdf}\nMODALIAS={modalias(fn)}\n")
@@ -120,7 +121,8 @@ def _function(fn: PciFunction, state: State) -> Iterator[Node]:
         yield text(f"{d}/secondary_bus_number", fn.bridge.secondary)
         yield text(f"{d}/subordinate_bus_number", fn.bridge.subordinate)
     yield from power.of_pci_function(d, state)
-    yield relative_link(f"{d}/driver", f"{BUS_PCI}/drivers/{fn.driver}")
+    if fn.driver:  # (a VF made while autoprobe was off has none)
+        yield relative_link(f"{d}/driver", f"{BUS_PCI}/drivers/{fn.driver}")
     yield relative_link(f"{d}/subsystem", BUS_PCI)
 
 

@@ -7,8 +7,9 @@ Express capability (v2) at 0x40 of the function's port type (endpoint, root port
 upstream or downstream port) whose link capability/status carry its generation and width, so
 ``lspci -vvv`` decodes ``LnkCap``/``LnkSta`` and hwloc computes link bandwidth from it; and on
 bridges the subsystem ids' capability at 0x80. Root and downstream ports have a slot and report
-data-link-layer-active: present when a function sits in the slot, up when its link is. No
-extended capabilities. A function that fell off the bus reads all ones.
+data-link-layer-active: present when a function sits in the slot, up when its link is. An
+SR-IOV PF has its SR-IOV extended capability (``mokkafs.surfaces.sriov``); no others. A
+function that fell off the bus reads all ones.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import struct
 
 from mokkafs.state import Bar, Bridge, PciFunction
+from mokkafs.surfaces import sriov
 
 CONFIG_SIZE = 4096
 PCIE_CAP = 0x40
@@ -98,6 +100,7 @@ def config_space(fn: PciFunction) -> bytes:
     elif fn.vpd:  # lspci decodes the sysfs vpd file only where this capability is listed
         buf[PCIE_CAP + 1] = VPD_CAP
         buf[VPD_CAP] = 0x03
+    sriov.capability(buf, fn)  # a PF's SR-IOV extended capability, at 0x100
     return bytes(buf)
 
 

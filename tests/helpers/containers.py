@@ -88,13 +88,13 @@ def node_args(profile: Path, kind: str, port: int) -> list[str]:
             "--cdi-kind", kind, "--cdi-version", "0.5.0", "--metrics", f"127.0.0.1:{port}"]
 
 
-def start_node(tmp_path: Path, profile: Path) -> Iterator[Node]:
+def start_node(tmp_path: Path, profile: Path, *extra: str) -> Iterator[Node]:
     kind = f"mokkafs-test-{secrets.token_hex(4)}.io/node"
     spec = CDI_DIR / (kind.replace("/", "_") + ".json")
     port = free_port()
     control = tmp_path / "ctl" / "sock"
     control.parent.mkdir(mode=0o700)
-    args = [*node_args(profile, kind, port), "--control", str(control)]
+    args = [*node_args(profile, kind, port), "--control", str(control), *extra]
     with shared_parent(tmp_path) as share, mokkafs_mount(share / "node", args) as mount:
         yield Node(mount, kind, spec, f"http://127.0.0.1:{port}", profile, control)
     assert not spec.exists(), "the CDI spec outlived the mount"
@@ -106,4 +106,13 @@ def h100_node(tmp_path: Path, hosttools_image: str) -> Iterator[Node]:
     profile.parent.mkdir()
     profile.write_text((SHIPPED_PROFILES / "h100.yaml").read_text())
     yield from start_node(tmp_path, profile)
+
+
+@pytest.fixture
+def writable_h100_node(tmp_path: Path, hosttools_image: str) -> Iterator[Node]:
+    """``h100_node`` mounted ``--writable`` (docs/writes.md)."""
+    profile = tmp_path / "config" / "node.yaml"
+    profile.parent.mkdir()
+    profile.write_text((SHIPPED_PROFILES / "h100.yaml").read_text())
+    yield from start_node(tmp_path, profile, "--writable")
 

@@ -7,8 +7,9 @@ A module may import its own package and anything of a lower rank, never a higher
        bin, __init__                    types; the package's data
     1  counters, tree, profile          pure data: the counter model, the node model and its
                                         assembly, the profile compiler
-    2  surfaces, faults, host           views of a State, and the State under its faults at a
-                                        time; the host's side (Linux calls, sysfs)
+    2  surfaces, faults, host, writes   views of a State, and the State under its faults at a
+                                        time or its sysfs writes; the host's side (Linux calls,
+                                        sysfs)
     3  source, fuse, obs                where States come from; the FUSE edge; health/metrics
     4  delivery                         consumers of the tree: CDI, re-attaching, preload, render
     5  serve                            the process: daemon skeleton, applying updates
@@ -34,12 +35,12 @@ PACKAGE = REPO / "mokkafs"
 
 RANKS = {"errors": 0, "state": 0, "model": 0, "clock": 0, "bin": 0, "__init__": 0,
          "counters": 1, "tree": 1, "profile": 1,
-         "surfaces": 2, "faults": 2, "host": 2,
+         "surfaces": 2, "faults": 2, "host": 2, "writes": 2,
          "source": 3, "fuse": 3, "obs": 3,
          "delivery": 4, "capture": 4,
          "serve": 5,
          "cli": 6, "entry": 6, "__main__": 6, "testing": 6}
-PURE = ("state", "model", "counters", "tree", "surfaces", "faults", "profile/schema",
+PURE = ("state", "model", "counters", "tree", "surfaces", "faults", "writes", "profile/schema",
         "profile/values", "profile/load", "profile/compile", "profile/faults",
         "profile/identity", "profile/sections")
 IMPURE = {"trio", "pyfuse3", "os", "socket", "subprocess", "threading", "ctypes", "time",

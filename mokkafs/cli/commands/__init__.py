@@ -19,6 +19,7 @@ COMMANDS = (
     "preload_env",
     "fault",
     "mig",
+    "writes",
     "render",
     "capture",
 )

@@ -55,6 +55,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                             "kernel; needs the patched pyfuse3), keep-cache (every open "
                             f"reaches the daemon), or auto: no-open when possible (default: "
                             f"${CACHE_MODE_ENV} or auto)")
+    mount.add_argument("--writable", action="store_true",
+                       help="take sysfs writes where the kernel takes them (sriov_numvfs; "
+                            "docs/writes.md); read-only otherwise")
     mount.add_argument("--nonempty", action="store_true",
                        help="mount over a directory that holds files, hiding them (refused "
                             "by default, exit status 3)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile import devices, infiniband, machine, topology
+from mokkafs.profile import devices, infiniband, machine, sriov, topology
 from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.compile.cpus import root_complexes
 from mokkafs.profile.compile.endpoints import identities
@@ -76,9 +76,9 @@ def pci_side(profile: Profile, filename: str, node_name: str, ib_served: bool,
     layout = topology.layout(found, {b: placement[b] for b in [*endpoints, *absent]}, category,
                              problems, topo.first_root_port)
     problems.check()
-    functions = infiniband.with_vpd(
+    functions = sriov.capable(infiniband.with_vpd(  # ConnectX-7/8 functions are SR-IOV PFs
         pci_functions(profile, endpoints, placement, layout, {r.id: r for r in roots}, node_name),
-        ib, node_name)
+        ib, node_name))
     return PciSide(roots, shape, functions, tuple(p.bdf for p in placed),
                     tuple(hca_names))
 

@@ -1,0 +1,75 @@
+"""Writes at run time: a store through the mount (``mokkafs.fuse.writes``) becomes an entry of
+the swapper's ``WriteBook`` and a new view, installed (and the kernel's caches told) before
+the write returns; a refused one changes nothing. Each is logged, counted (``Status.writes``,
+the metrics), listed with the faults (``mokkafs writes list``, /readyz), and all are cleared
+by one command (``mokkafs writes clear``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+from typing import Any
+
+from mokkafs.serve.swap import Swapper
+from mokkafs.state import State
+from mokkafs.writes.attributes import WriteRefused
+from mokkafs.writes.book import WriteBook
+
+log = logging.getLogger(__name__)
+
+
+class Writer:
+    """The mount's store: ``store`` one write, ``clear`` them all."""
+
+    def __init__(self, swapper: Swapper) -> None:
+        self.swapper = swapper
+        swapper.status.writes = self.report  # read when /readyz and /metrics are asked
+
+    def report(self) -> dict[str, Any]:
+        """The writes served, and how many were taken, refused (by errno) and dropped."""
+        book = self.swapper.writes
+        return {"list": book.listing(), "taken": book.taken, "dropped": book.dropped,
+                "refused": {errno.errorcode.get(c, str(c)): n for c, n in book.refused.items()}}
+
+    async def store(self, bdf: str, attribute: str, text: str) -> None:
+        wall = time.time()
+        changed = False
+
+        def change(book: WriteBook, served: State) -> bool:
+            nonlocal changed
+            changed = book.write(bdf, attribute, text, served, wall)
+            return changed
+
+        try:
+            applied = await self.swapper.rewrite(change)
+        except WriteRefused as exc:
+            self.swapper.writes.refuse(exc.errno)
+            log.info("write %s/%s=%r refused (%s): %s", bdf, attribute, text.strip()[:32],
+                     errno.errorcode.get(exc.errno, exc.errno), exc.reason)
+            raise
+        if not changed:
+            return  # the value it has: nothing to install
+        if applied is None:
+            raise WriteRefused(errno.EIO, "the new view could not be built")
+        log.info("write %s/%s=%s: generation %d serves it", bdf, attribute,
+                 self.swapper.writes.writes[(bdf, attribute)].value, applied.generation)
+
+    async def clear(self) -> int:
+        return await clear(self.swapper)
+
+
+async def clear(swapper: Swapper) -> int:
+    """Forget every write (the profile's values serve again); how many there were."""
+    count = 0
+
+    def change(book: WriteBook, served: State) -> bool:
+        nonlocal count
+        count = book.clear()
+        return count > 0
+
+    await swapper.rewrite(change, "writes cleared")
+    if count:
+        log.info("writes cleared: %d", count)
+    return count

@@ -1,0 +1,97 @@
+"""The writes the view took, kept as written and applied over every new State: a write whose
+target a profile swap removes (or no longer lets have its value) is dropped, with a log line.
+Pure but for that log line: the daemon (``mokkafs.serve``) owns one and changes it under its
+swap lock; ``merge`` gives the State the surfaces render.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field
+
+from mokkafs.profile import sriov
+from mokkafs.state import State
+from mokkafs.writes.attributes import ATTRIBUTES, WriteRefused
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (PCI function, attribute)
+
+
+@dataclass(frozen=True)
+class Write:
+    bdf: str
+    attribute: str
+    value: str
+    at: float  # the wall clock at the write
+
+
+@dataclass
+class WriteBook:
+    writes: dict[Key, Write] = field(default_factory=dict)  # in the order written
+    taken: int = 0  # writes that changed the view, ever
+    refused: dict[int, int] = field(default_factory=dict)  # errno -> writes refused
+    dropped: int = 0  # writes a profile swap ended
+
+    def copy(self) -> WriteBook:
+        return copy.deepcopy(self)
+
+    def write(self, bdf: str, attribute: str, text: str, served: State, wall: float) -> bool:
+        """Take one write of ``text`` to ``attribute`` of the function at ``bdf``, checked
+        against ``served`` (the State as the writes so far make it). False: it changes
+        nothing (the value it has). Raises ``WriteRefused``, and then nothing changes."""
+        attr = ATTRIBUTES.get(attribute)
+        try:
+            fn = served.function(bdf)
+        except KeyError:
+            fn = None
+        if attr is None or fn is None or not attr.fits(fn):
+            raise WriteRefused(13, f"{bdf}/{attribute} cannot be written")  # EACCES
+        value = attr.parse(text, fn)
+        if value is None:
+            return False
+        key = (bdf, attribute)
+        self.writes.pop(key, None)
+        self.writes[key] = Write(bdf, attribute, value, wall)
+        self.taken += 1
+        return True
+
+    def refuse(self, code: int) -> None:
+        self.refused[code] = self.refused.get(code, 0) + 1
+
+    def clear(self) -> int:
+        """Forget every write (the profile's values come back); how many there were."""
+        count = len(self.writes)
+        self.writes.clear()
+        return count
+
+    def merge(self, profile: State) -> State:
+        """``profile`` with the writes applied in order and the VFs they make. A write whose
+        function or attribute is gone, or whose value the new State refuses, is dropped."""
+        state = profile
+        for key, w in list(self.writes.items()):
+            attr = ATTRIBUTES[w.attribute]
+            try:
+                fn = state.function(w.bdf)
+            except KeyError:
+                fn = None
+            why = None
+            if fn is None:
+                why = f"{w.bdf} is gone"
+            elif not attr.fits(fn):
+                why = f"{w.bdf} has no {w.attribute}"
+            elif fn.sriov is not None and w.attribute == "sriov_numvfs" \
+                    and int(w.value.partition(" ")[0]) > fn.sriov.total:
+                why = f"{w.bdf} has {fn.sriov.total} VFs at most"
+            if why is not None:
+                log.warning("write %s/%s=%s dropped: %s", w.bdf, w.attribute, w.value, why)
+                del self.writes[key]
+                self.dropped += 1
+                continue
+            state = attr.apply(state, w.bdf, w.value)
+        return sriov.with_vfs(state)
+
+    def listing(self) -> list[dict[str, str | float]]:
+        return [{"target": w.bdf, "attribute": w.attribute, "value": w.value, "at": w.at}
+                for w in self.writes.values()]
