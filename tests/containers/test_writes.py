@@ -10,7 +10,8 @@ from tests.helpers.containers import Node
 NUMVFS = "/sys/bus/pci/devices/0000:18:00.0/sriov_numvfs"
 
 
-def test_a_privileged_container_writes_and_an_unprivileged_one_cannot(writable_h100_node: Node) -> None:
+def test_a_privileged_container_writes_and_an_unprivileged_one_cannot(
+        writable_h100_node: Node) -> None:
     refused = writable_h100_node.run(f"sh -c 'echo 2 > {NUMVFS}' 2>&1; cat {NUMVFS}; "
                             "ls /sys/bus/pci/devices | grep -c 0000:18:00")
     lines = refused.splitlines()
