@@ -16,7 +16,7 @@ import pytest
 
 from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
 from tests.helpers.containers import CDI_DIR, HOST_TOOLS, RUN, podman
-from tests.helpers.mounts import REPO, is_mounted, wait_for
+from tests.helpers.mounts import REPO, SHIPPED_PROFILES, is_mounted, wait_for
 from tests.helpers.profiles import state_of
 from tests.helpers.tools import require_tool
 
@@ -38,8 +38,9 @@ def image() -> str:
 
 def test_image_carries_daemon_shim_hook_and_profiles(image: str) -> None:
     names = [line.split()[0] for line in podman("run", "--rm", *RUN, image).stdout.splitlines()]
-    assert names == [
-        "a100", "b200", "gb200", "gb300", "h100", "h200", "l40s", "t4"]
+    assert names == sorted(p.stem for p in SHIPPED_PROFILES.glob("*.yaml"))  # the checkout's
+    assert {"a100", "b200", "gb200", "gb300", "h100", "h100-mig", "h200", "l40s",
+            "t4"} <= set(names)
     listing = podman("run", "--rm", *RUN, "--entrypoint", "ls", image, "-L",
                      "/usr/local/bin/mokkafs-hook", "/usr/local/lib/libmokkafs-preload.so"
                      ).stdout.split()
