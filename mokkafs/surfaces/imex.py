@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mokkafs.state import State
-from mokkafs.surfaces.nvidia_dev import MODE_ALL, DevNode
+from mokkafs.surfaces.nvidia_dev import MODE_ALL, DevNode, char_nodes
 from mokkafs.tree.assemble import stateless
-from mokkafs.tree.nodes import CharDevice, Dir, Node
+from mokkafs.tree.nodes import Node
 
 DIR = "dev/nvidia-caps-imex-channels"
 
@@ -33,11 +33,7 @@ def device_numbers(state: State) -> list[DevNode]:
 
 
 def nodes(state: State) -> Iterator[Node]:
-    numbers = device_numbers(state)
-    if numbers:
-        yield Dir(DIR)
-    for path, major, minor, mode in numbers:
-        yield CharDevice(path.lstrip("/"), major, minor, mode)
+    return char_nodes(DIR, device_numbers(state))
 
 
 SURFACE = stateless("imex", nodes, ("imex", "char_majors", "pci_drivers"))

@@ -79,12 +79,16 @@ def device_numbers(state: State) -> list[DevNode]:
     return out
 
 
-def nodes(state: State) -> Iterator[Node]:
-    numbers = device_numbers(state)
+def char_nodes(directory: str, numbers: list[DevNode]) -> Iterator[Node]:
+    """The view's nodes of ``numbers``, with ``directory`` (below dev/) when there are any."""
     if numbers:
-        yield Dir(CAPS_DIR)
+        yield Dir(directory)
     for path, major, minor, mode in numbers:
         yield CharDevice(path.lstrip("/"), major, minor, mode)
+
+
+def nodes(state: State) -> Iterator[Node]:
+    return char_nodes(CAPS_DIR, device_numbers(state))
 
 
 SURFACE = stateless("nvidia_dev", nodes, ("functions", "char_majors", "pci_drivers"))
