@@ -22,8 +22,8 @@ BDF = "0000:00:01.0"
 def capture(*args: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
     """``mokkafs capture ARGS``; the timeout is what fails a capture that hangs."""
     cmd = [sys.executable, "-m", "mokkafs", "capture", *args]
-    if user:
-        cmd = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups", *cmd]
+    if user:  # (as_user: the checkout may be in a directory only root reads)
+        cmd = [sys.executable, "-m", "tests.helpers.as_user", user, "capture", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO)
 
 
