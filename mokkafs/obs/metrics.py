@@ -114,7 +114,8 @@ def status_families(s: Status) -> Iterator[Family]:
     yield gauge("mokkafs_generation", "Generation of the State being served", s.generation)
     yield gauge("mokkafs_inodes", "Inodes in the view being served", s.inodes)
     yield gauge("mokkafs_last_successful_load_timestamp_seconds",
-                "When the State being served was loaded", s.last_success or 0)
+                "When the State being served was made: loaded, or changed at run time",
+                s.last_success or 0)
     yield gauge("mokkafs_following",
                 "1 while the source sees changes of its profile", int(s.following))
     yield gauge("mokkafs_serving", "1 while the mount serves", int(s.serving))

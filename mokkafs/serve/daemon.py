@@ -92,7 +92,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
     state_file = None
     if config.state_dir is not None:
         state_file = StateFile.prepare(config.state_dir, config.mountpoint, wiring.proc)
-    state, book = restore_at_start(state_file, profile, now, status)
+    state, layers = restore_at_start(state_file, profile, now, status)
     build = Assembler(wiring.surfaces).build
     tree, counts = build(at(state, now), None)
     settle_heap()
@@ -143,7 +143,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
         running = Running(config, wiring, status, publisher, Swapper(
             holder, profile, counts, build=policy.prepared(build), invalidator=invalidator,
-            status=status, metrics=metrics, clock=wiring.clock, shown_at=now, book=book,
+            status=status, metrics=metrics, clock=wiring.clock, shown_at=now, layers=layers,
             state=state, publish=publish_to(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)

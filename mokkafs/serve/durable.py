@@ -1,6 +1,7 @@
 """The state file: what a daemon changed at run time (faults applied over the control socket,
-profile faults cleared), kept so the next daemon (after a kill, an OOM kill, an upgrade, a
-reboot) goes on from there. The document is ``mokkafs.faults.record``'s; this is the file.
+profile faults cleared, MIG layouts, sysfs writes), kept so the next daemon (after a kill, an
+OOM kill, an upgrade, a reboot) goes on from there. The document is ``mokkafs.serve.record``'s;
+this is the file.
 
 It lives in ``--state-dir`` (default: the control socket's directory), a directory only root
 may write, as ``<the mountpoint, escaped as systemd-escape --path does>.json``:
@@ -23,8 +24,11 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from mokkafs.faults.book import FaultBook
-from mokkafs.faults.record import (
+from mokkafs.faults.schedule import remaining
+from mokkafs.obs.status import Status
+from mokkafs.serve.control import check_apart, check_private_dir
+from mokkafs.serve.layers import Layers
+from mokkafs.serve.record import (
     MAX_BYTES,
     Restored,
     StateFileError,
@@ -32,9 +36,6 @@ from mokkafs.faults.record import (
     restore,
     restored_state,
 )
-from mokkafs.faults.schedule import remaining
-from mokkafs.obs.status import Status
-from mokkafs.serve.control import check_apart, check_private_dir
 from mokkafs.state import State
 
 log = logging.getLogger(__name__)
@@ -154,18 +155,18 @@ class StateFile:
             return None, why
         return restored, None
 
-    def save(self, book: FaultBook, state: State, clock: float) -> None:
-        """Keep ``book`` (with its faults' origins as ``state`` has them), if it changed."""
-        unchanged = record(book, state, self.boot_id, 0.0, 0.0)
+    def save(self, layers: Layers, state: State, clock: float) -> None:
+        """Keep ``layers`` (with its faults' origins as ``state`` has them), if they changed."""
+        unchanged = record(layers, state, self.boot_id, 0.0, 0.0)
         if unchanged == self._written:
             return
-        write_atomically(self.path, record(book, state, self.boot_id, clock, time.time()))
+        write_atomically(self.path, record(layers, state, self.boot_id, clock, time.time()))
         self._written = unchanged
 
 
 def restore_at_start(state_file: StateFile | None, profile: State, now: float,
-                     status: Status) -> tuple[State, FaultBook | None]:
-    """``profile`` with what the state file keeps from the daemon before, and its book,
+                     status: Status) -> tuple[State, Layers | None]:
+    """``profile`` with what the state file keeps from the daemon before, and its layers,
     each fault it restores logged and recorded in ``status``, as is a refusal."""
     if state_file is None:
         return profile, None
@@ -178,6 +179,12 @@ def restore_at_start(state_file: StateFile | None, profile: State, now: float,
         return profile, None
     state = restored_state(profile, restored, now)
     after = " after a reboot" if restored.rebooted else ""
+    for line in restored.ended:
+        log.info("not restored from %s: %s", state_file.path, line)
+    layouts, writes = len(restored.layers.mig.layouts), len(restored.layers.writes.writes)
+    if layouts or writes:
+        log.info("restored %d MIG layouts and %d sysfs writes from %s", layouts, writes,
+                 state_file.path)
     for f in state.faults:
         if f.restored:
             left = remaining(f, now)
@@ -186,8 +193,8 @@ def restore_at_start(state_file: StateFile | None, profile: State, now: float,
                      "until cleared" if left is None else f"{left:.0f} s left")
             status.restored.append(f.name)
     try:
-        state_file.save(restored.book, state, now)  # as of this boot and this clock
+        state_file.save(restored.layers, state, now)  # as of this boot and this clock
     except OSError as exc:
         log.error("the state file cannot be written: %s", exc)
         status.failed(f"the restored faults serve, but the state file cannot be written: {exc}")
-    return state, restored.book
+    return state, restored.layers

@@ -22,19 +22,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import trio
 
 from mokkafs.errors import MokkafsError, internal_error
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import at, carry
-from mokkafs.faults.schedule import status
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
+from mokkafs.serve.layers import Layers
 from mokkafs.serve.mig import MigLayer
+from mokkafs.serve.served import Installed, Prepared, served
 from mokkafs.source import Update
 from mokkafs.state import State
 from mokkafs.tree.assemble import Build
@@ -45,30 +46,7 @@ from mokkafs.writes.book import WriteBook
 log = logging.getLogger(__name__)
 
 Publish = Callable[[State], None]
-Persist = Callable[[FaultBook, State, float], None]  # keep the run-time faults (a state file)
-
-
-@dataclass
-class Installed:
-    """What an install changed: the generation now served, its nodes changed, removed and
-    added, and the kernel invalidations sent."""
-
-    generation: int
-    changed: int
-    removed: int
-    added: int
-    invalidations: int
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A view built ahead of a transition: valid while ``version`` is the swapper's."""
-
-    version: int
-    effective: State  # the State as its faults make it at the transition's time
-    tree: Tree
-    counts: dict[str, int]
-    plan: Invalidation  # from the tree served when it was built
+Persist = Callable[[Layers, State, float], None]  # keep the run-time layers (a state file)
 
 
 class Swapper:
@@ -78,18 +56,17 @@ class Swapper:
                  build: Build, invalidator: Invalidator, status: Status, metrics: Metrics,
                  publish: Publish | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 shown_at: float | None = None, book: FaultBook | None = None,
+                 shown_at: float | None = None, layers: Layers | None = None,
                  state: State | None = None, persist: Persist | None = None) -> None:
-        """``profile``: the first State, as the source gave it; ``state``: it with the faults
-        ``book`` keeps from a daemon before (default: ``profile``), whose view ``holder``
+        """``profile``: the first State, as the source gave it; ``state``: it with the
+        ``layers`` kept from a daemon before (default: ``profile``), whose view ``holder``
         already serves (its faults' origins set, see ``faults.effects.applied``), as of
-        ``shown_at`` (default: now). ``persist`` keeps every change of the book."""
+        ``shown_at`` (default: now). ``persist`` keeps every change of the layers."""
         self.holder = holder
         self.profile = profile  # as the source gave it
         self.state = profile if state is None else state  # and with the run-time faults
-        self.book = FaultBook() if book is None else book
-        self.mig = MigLayer()  # MIG layouts changed at run time (mokkafs.serve.mig)
-        self.writes = WriteBook()  # the sysfs writes taken (mokkafs.serve.writes)
+        # What changed at run time (mokkafs.serve.layers): faults, MIG layouts, writes.
+        self.layers = Layers() if layers is None else layers
         self.build = build
         self.invalidator = invalidator
         self.status = status
@@ -104,29 +81,24 @@ class Swapper:
         self._record(self.state, counts, self.shown_at)
 
     @property
+    def book(self) -> FaultBook:
+        return self.layers.book
+
+    @property
+    def writes(self) -> WriteBook:
+        return self.layers.writes
+
+    @property
     def effective(self) -> State:
         """The State as served: its faults' effects as of the last install."""
         return at(self.state, self.shown_at)
 
     def _record(self, state: State, counts: dict[str, int], when: float) -> None:
-        s = self.status
-        s.generation = state.generation
-        s.source = state.source
-        s.last_success = state.loaded_at
-        s.surfaces = counts
-        s.inodes = len(self.holder.tree.entries)
-        listing = [(f, status(f, when)) for f in state.faults]
-        for f, now in listing:
-            before = s.fault_states.get(f.name)
-            if (before is not None and before != now) or (before is None and now != "pending"):
-                log.info("fault %s (%s on %s): %s", f.name, f.kind, f.target, now)
-                key = (f.kind, now)
-                s.fault_transitions[key] = s.fault_transitions.get(key, 0) + 1
-        for name in set(s.fault_states) - {f.name for f in state.faults}:
-            log.info("fault %s: cleared", name)
-        s.fault_states = {f.name: now for f, now in listing}
-        s.faults = [{"name": f.name, "kind": f.kind, "target": f.target, "state": now,
-                     "source": f.source, "restored": f.restored} for f, now in listing]
+        served(self.status, state, counts, len(self.holder.tree.entries), when)
+
+    def _wall(self, when: float) -> float:
+        """The wall-clock time of ``when`` on the swapper's clock."""
+        return time.time() + (when - self.clock())
 
     def _fail(self, stage: str, message: str) -> None:
         self.status.apply_errors[stage] = self.status.apply_errors.get(stage, 0) + 1
@@ -149,7 +121,7 @@ class Swapper:
                         await self.apply(update)
 
     async def apply(self, update: Update) -> Installed | None:
-        """A new State from the source: the faults applied at run time carry over to it."""
+        """A new State from the source: the run-time layers carry over to it."""
         if update.state is None:
             assert update.error is not None
             self.status.source_errors += 1
@@ -157,44 +129,25 @@ class Swapper:
             log.error("keeping generation %d: %s", self.state.generation, update.error)
             return None
         async with self._lock:
-            now = self.clock()
-            book, writes = self.book.copy(), self.writes.copy()
-            mig = self.mig.copy()
-            mig.prune(update.state)
-            merged = writes.merge(book.merge(mig.over(update.state)))
-            installed = await self._install(merged, now, "profile", since=self.state)
-            if installed is not None:
-                self.profile, self.book, self.mig, self.writes = update.state, book, mig, writes
-                await self._persist()
-            return installed
+            layers = self.layers.copy()
+            layers.mig.prune(update.state)
+            return await self._change(layers, update.state, "profile", stamped=False)
 
     async def refault(self, change: Callable[[FaultBook, State], None]) -> Installed | None:
         """Change the faults applied at run time (``change`` edits the book, checking against
         the profile's State; it raises ``FaultError`` to refuse, and then nothing changes)."""
         async with self._lock:
-            book = self.book.copy()
-            change(book, self.profile)
-            now = self.clock()
-            merged = self.writes.copy().merge(book.merge(self.mig.over(self.profile)))
-            result = await self._install(merged, now, "faults", since=self.state)
-            if result is not None:
-                self.book = book
-                await self._persist()
-            return result
+            layers = self.layers.copy()
+            change(layers.book, self.profile)
+            return await self._change(layers, self.profile, "faults")
 
     async def remig(self, change: Callable[[MigLayer, State], None]) -> Installed | None:
         """Change the MIG layouts set at run time (``change`` edits the layer, checking
         against the profile's State; it raises to refuse, and then nothing changes)."""
         async with self._lock:
-            mig = self.mig.copy()
-            change(mig, self.profile)
-            # (changed at this moment: what it changes gets a new mtime, as a load's does)
-            merged = replace(self.writes.copy().merge(self.book.merge(mig.over(self.profile))),
-                             loaded_at=time.time())
-            result = await self._install(merged, self.clock(), "mig", since=self.state)
-            if result is not None:
-                self.mig = mig
-            return result
+            layers = self.layers.copy()
+            change(layers.mig, self.profile)
+            return await self._change(layers, self.profile, "mig")
 
     async def rewrite(self, change: Callable[[WriteBook, State], bool], reason: str = "write",
                       ) -> Installed | None:
@@ -203,47 +156,60 @@ class Swapper:
         installed, and the kernel told, before this returns. None: nothing to install, or
         the view could not be built (reported; the old one serves)."""
         async with self._lock:
-            writes = self.writes.copy()
-            if not change(writes, self.state):
-                self.writes = writes  # (its counts)
+            layers = self.layers.copy()
+            if not change(layers.writes, self.state):
+                self.layers.writes = layers.writes  # (its counts)
                 return None
-            merged = writes.merge(self.book.copy().merge(self.mig.over(self.profile)))
-            result = await self._install(merged, self.clock(), reason, since=self.state)
-            if result is not None:
-                self.writes = writes
-            return result
+            return await self._change(layers, self.profile, reason)
+
+    async def _change(self, layers: Layers, profile: State, reason: str, *,
+                      stamped: bool = True) -> Installed | None:
+        """Serve ``layers`` over ``profile``; keep both if the view is installed. What a
+        run-time change alters gets this moment as its mtime (``stamped``); what a new
+        profile alters gets its load's."""
+        installed = await self._install(layers.over(profile), self.clock(), reason,
+                                        since=self.state,
+                                        stamp=time.time() if stamped else None)
+        if installed is not None:
+            self.profile, self.layers = profile, layers
+            await self._persist()
+        return installed
 
     async def _persist(self) -> None:
-        """Keep the book and its faults' timing for the next daemon; a failure is reported
-        (the faults apply all the same, but would not survive a restart)."""
+        """Keep the layers and their faults' timing for the next daemon; a failure is reported
+        (the changes apply all the same, but would not survive a restart)."""
         if self.persist is None:
             return
         try:
-            await trio.to_thread.run_sync(self.persist, self.book, self.state, self.clock())
+            await trio.to_thread.run_sync(self.persist, self.layers, self.state, self.clock())
         except Exception as exc:
             log.error("the state file cannot be written: %s", exc)
-            self._fail("persist", "the faults applied at run time serve, but would not "
+            self._fail("persist", "the changes made at run time serve, but would not "
                        f"survive a restart: the state file cannot be written: {exc}")
 
     async def prepare(self, when: float) -> Prepared | None:
         """The view at ``when`` (a coming transition), built now in a worker thread."""
         version, state, old = self.version, self.state, self.holder.tree
+        stamp = self._wall(when)
         try:
-            _, effective, tree, counts, plan = await trio.to_thread.run_sync(
-                self._made, state, None, when, old, abandon_on_cancel=True)
+            state, effective, tree, counts, plan = await trio.to_thread.run_sync(
+                self._made, state, None, when, old, stamp, abandon_on_cancel=True)
         except Exception as exc:
             log.exception("building the view for a fault transition failed")
             self._fail("build", f"a fault transition of generation {state.generation} "
                        f"cannot be built: {internal_error('building the view', exc)}")
             return None
-        return Prepared(version, effective, tree, counts, plan)
+        return Prepared(version, state, effective, tree, counts, plan)
 
     def _made(self, state: State, since: State | None, when: float, old: Tree,
-              ) -> tuple[State, State, Tree, dict[str, int], Invalidation]:
+              stamp: float | None) -> tuple[State, State, Tree, dict[str, int], Invalidation]:
         """In a worker thread, as each step takes milliseconds the FUSE loop should spend
         answering: ``state`` taken over from ``since`` at ``when`` if given (counters and
-        fault origins carried), the State as its faults make it at ``when``, its tree, and
-        what the kernel must hear to go there from ``old``."""
+        fault origins carried) and made at wall-clock time ``stamp`` if given (the mtime of
+        what it changes), the State as its faults make it at ``when``, its tree, and what the
+        kernel must hear to go there from ``old``."""
+        if stamp is not None:
+            state = replace(state, loaded_at=stamp)
         if since is not None:
             state = carry(since, state, when)
         effective = at(state, when)
@@ -260,23 +226,25 @@ class Swapper:
                 return None
             current = prepared if prepared is not None and prepared.version == self.version \
                 else None
-            return await self._install(self.state, when, "transition", current)
+            return await self._install(self.state, when, "transition", current,
+                                       stamp=self._wall(when))
 
     async def _install(self, state: State, when: float, reason: str,
-                       prepared: Prepared | None = None, *,
-                       since: State | None = None) -> Installed | None:
+                       prepared: Prepared | None = None, *, since: State | None = None,
+                       stamp: float | None = None) -> Installed | None:
         """Serve ``at(state, when)``, with ``state`` carried over from ``since`` if given
-        (``faults.effects.carry``). A transition leaves an error the last load or fault
-        change reported in place; the others clear it when they succeed."""
+        (``faults.effects.carry``) and made at ``stamp`` if given (``_made``). A transition
+        leaves an error the last load or fault change reported in place; the others clear it
+        when they succeed."""
         start = time.perf_counter()
         old_tree = self.holder.tree
         try:
             if prepared is not None:
-                effective, tree = prepared.effective, prepared.tree
+                state, effective, tree = prepared.state, prepared.effective, prepared.tree
                 counts, plan = prepared.counts, prepared.plan
             else:
                 state, effective, tree, counts, plan = await trio.to_thread.run_sync(
-                    self._made, state, since, when, old_tree, abandon_on_cancel=True)
+                    self._made, state, since, when, old_tree, stamp, abandon_on_cancel=True)
         except Exception as exc:
             log.exception("building generation %d failed", state.generation)
             self._fail("build", f"keeping generation {self.state.generation}: "

@@ -13,7 +13,7 @@ from pathlib import Path
 from mokkafs.serve.durable import file_name
 from tests.helpers.live import profile_text
 from tests.helpers.mounts import REPO, free_port, mokkafs_mount
-from tests.helpers.profiles import state_of
+from tests.helpers.profiles import H100_NIC0, state_of
 
 FAULTS = """faults:
   - {name: down, kind: ib-port-down, target: mlx5_0/1, for: 600}
@@ -105,3 +105,34 @@ def test_a_state_dir_others_may_write_is_refused(tmp_path: Path) -> None:
     assert result.returncode == 6, result.stderr
     assert f"--state-dir {shared}: {shared} may be written by others" in result.stderr
     assert not os.path.ismount(mnt)
+
+
+def test_mig_layouts_and_sysfs_writes_survive_a_kill(tmp_path: Path) -> None:
+    """What ``mokkafs mig`` and a write to ``sriov_numvfs`` changed is served again by the next
+    daemon of the same boot (a reboot would end both, as on a real node: unit-tested)."""
+    control, mnt = tmp_path / "ctl" / "sock", tmp_path / "mnt"
+    args = ["--profile", "h100-mig", "--control", str(control), "--writable"]
+    caps = mnt / "proc/driver/nvidia/capabilities/gpu3/mig"
+    pf = mnt / "sys/bus/pci/devices" / H100_NIC0
+
+    def instances() -> list[str]:
+        return sorted(str(p.relative_to(caps)) for p in caps.rglob("access"))
+
+    with mokkafs_mount(mnt, args) as first:
+        for change in (["-dgi"], ["-cgi", "9,3g.40gb", "-C"]):
+            out = subprocess.run([sys.executable, "-m", "mokkafs", "mig", "--control",
+                                  str(control), "-i", "3", *change], capture_output=True,
+                                 text=True, cwd=REPO, timeout=60)
+            assert out.returncode == 0, out.stderr
+        (pf / "sriov_numvfs").write_text("4\n")
+        made = instances()
+        assert made == ["gi1/access", "gi1/ci0/access", "gi2/access", "gi2/ci0/access"]
+        first.process.kill()
+        first.process.wait()
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+        with mokkafs_mount(mnt, args) as second:
+            assert instances() == made
+            assert (pf / "sriov_numvfs").read_text() == "4\n"
+            assert (pf / "virtfn3").is_symlink()
+        first.process.returncode = 0  # killed on purpose
+    assert "restored 1 MIG layouts and 1 sysfs writes from" in second.log_text()

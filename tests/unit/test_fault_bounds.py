@@ -16,7 +16,8 @@ from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied, at
 from mokkafs.profile.schema import MAX_FAULTS, Fault, FaultFile
 from mokkafs.serve.faults import MIN_GAP, FaultScheduler
-from mokkafs.serve.swap import Installed, Prepared, Swapper
+from mokkafs.serve.served import Installed, Prepared
+from mokkafs.serve.swap import Swapper
 from mokkafs.state import State
 from mokkafs.surfaces import SURFACES
 from mokkafs.tree.assemble import Assembler

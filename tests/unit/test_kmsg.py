@@ -18,11 +18,12 @@ from mokkafs.errors import ProfileError
 from mokkafs.faults import kernel_log
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied, carry
-from mokkafs.faults.record import record, restore, restored_state
 from mokkafs.fuse.stream import END, Streams
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.profile.schema import Fault
 from mokkafs.profile.xid import MAX_XID_RECORDS
+from mokkafs.serve.layers import Layers
+from mokkafs.serve.record import record, restore, restored_state
 from mokkafs.state import State
 from mokkafs.surfaces import kmsg
 from mokkafs.tree.nodes import File
@@ -224,7 +225,7 @@ def test_an_xid_fault_applied_at_run_time_outlives_the_daemon(tmp_path: Path) ->
     book = FaultBook()
     book.apply([fault], profile, "faults.yaml")
     state = applied(book.merge(profile), 50.0)
-    back = restore(record(book, state, "boot", 60.0, 1e9), "boot", 70.0, 1e9 + 10)
+    back = restore(record(Layers(book), state, "boot", 60.0, 1e9), "boot", 70.0, 1e9 + 10)
     assert back.book.control["gsp"] == fault and back.origins["gsp"] == 50.0
     log = log_of(restored_state(profile, back, 70.0))
     assert parsed(log.record(log.count(70.0) - 1))[3].endswith("119, pid='<unknown>', "

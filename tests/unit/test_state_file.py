@@ -13,11 +13,16 @@ import pytest
 
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied
-from mokkafs.faults.record import MAX_BYTES, record, restore, restored_state
+from mokkafs.model.mig import ComputeInstance, GpuInstance
 from mokkafs.profile.schema import Fault
 from mokkafs.serve.durable import StateFile, file_name
+from mokkafs.serve.layers import Layers
+from mokkafs.serve.mig import MigLayer
+from mokkafs.serve.record import MAX_BYTES, StateFileError, record, restore, restored_state
 from mokkafs.state import State
+from mokkafs.writes.book import Write, WriteBook
 from tests.helpers.faults import with_faults
+from tests.helpers.profiles import state_of
 
 DOWN = Fault.model_validate({"name": "down", "kind": "ib-port-down", "target": "mlx5_0/1",
                              "for": 600})
@@ -37,7 +42,7 @@ def node(tmp_path: Path) -> tuple[State, FaultBook, State]:
 def test_a_restore_in_the_same_boot_keeps_each_origin_and_what_was_cleared(
         tmp_path: Path) -> None:
     profile, book, state = node(tmp_path)
-    text = record(book, state, "boot-1", clock=300.0, wall=1e9)
+    text = record(Layers(book), state, "boot-1", clock=300.0, wall=1e9)
     back = restore(text, "boot-1", clock=500.0, wall=1e9 + 9999)  # the wall clock is not asked
     assert not back.rebooted and back.origins == {"down": 100.0}
     assert back.book.control == book.control and back.book.held == book.held
@@ -48,7 +53,7 @@ def test_a_restore_in_the_same_boot_keeps_each_origin_and_what_was_cleared(
 
 def test_after_a_reboot_the_time_down_counts_by_the_wall_clock(tmp_path: Path) -> None:
     _, book, state = node(tmp_path)
-    text = record(book, state, "boot-1", clock=300.0, wall=1e9)  # 200 s along of 600
+    text = record(Layers(book), state, "boot-1", clock=300.0, wall=1e9)  # 200 s along of 600
     back = restore(text, "boot-2", clock=5.0, wall=1e9 + 100)  # down 100 s: 300 s along
     assert back.rebooted and back.origins == {"down": 5.0 - 300.0}
     behind = restore(text, "boot-2", clock=5.0, wall=1e9 - 3600)  # a wall clock gone back
@@ -57,7 +62,7 @@ def test_after_a_reboot_the_time_down_counts_by_the_wall_clock(tmp_path: Path) -
 
 def test_a_fault_applied_again_or_cleared_is_no_longer_restored(tmp_path: Path) -> None:
     profile, book, state = node(tmp_path)
-    back = restore(record(book, state, "b", 300.0, 0.0), "b", 300.0, 0.0).book
+    back = restore(record(Layers(book), state, "b", 300.0, 0.0), "b", 300.0, 0.0).book
     back.apply([DOWN], profile, "f.yaml")
     assert back.restored == set() and back.applies == {"down": 2}
 
@@ -70,12 +75,12 @@ def test_the_file_name_is_the_mountpoint_escaped_as_systemd_does() -> None:
 def test_it_is_written_0600_whole_and_only_when_it_changed(tmp_path: Path) -> None:
     _, book, state = node(tmp_path)
     keeper = StateFile(tmp_path / "s.json", "boot-1")
-    keeper.save(book, state, 300.0)
+    keeper.save(Layers(book), state, 300.0)
     st = os.stat(keeper.path)
     assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.geteuid()
     assert sorted(os.listdir(tmp_path)) == ["faulty.yaml", "s.json"]  # no temporary file left
     first = keeper.path.read_text()
-    keeper.save(book, state, 400.0)  # nothing changed: not rewritten
+    keeper.save(Layers(book), state, 400.0)  # nothing changed: not rewritten
     assert keeper.path.read_text() == first
     assert json.loads(first)["version"] == 1
 
@@ -120,7 +125,7 @@ def test_a_hostile_state_file_is_refused_and_set_aside(tmp_path: Path, kind: str
                                                        expected_logs: list[str]) -> None:
     expected_logs.append("state file .* refused")
     _, book, state = node(tmp_path)
-    good = record(book, state, "boot-1", 300.0, 0.0)
+    good = record(Layers(book), state, "boot-1", 300.0, 0.0)
     keeper = StateFile(tmp_path / "s.json", "boot-1")
     hostile(kind)(keeper.path, good)
     restored, why = keeper.load(300.0)
@@ -134,6 +139,45 @@ def test_a_hostile_state_file_is_refused_and_set_aside(tmp_path: Path, kind: str
 def test_a_good_state_file_is_read_back(tmp_path: Path) -> None:
     _, book, state = node(tmp_path)
     keeper = StateFile(tmp_path / "s.json", "boot-1")
-    keeper.save(book, state, 300.0)
+    keeper.save(Layers(book), state, 300.0)
     restored, why = StateFile(keeper.path, "boot-1").load(300.0)
     assert why is None and restored is not None and restored.origins == {"down": 100.0}
+
+
+def _layers_with_mig_and_writes(book: FaultBook) -> tuple[Layers, State]:
+    """``book`` with a run-time MIG layout on h100-mig's first GPU and a write to a PF."""
+    profile = state_of("h100-mig")
+    gpu = profile.mig[0]
+    layout = (GpuInstance(1, "7g.80gb", 0, 0, 8, 7, (ComputeInstance(0, "7g.80gb", 7),)),)
+    pf = next(fn for fn in profile.functions if fn.sriov is not None)
+    writes = WriteBook({(pf.bdf, "sriov_numvfs"): Write(pf.bdf, "sriov_numvfs", "4", 1e9)})
+    return Layers(book, MigLayer({gpu.minor: (gpu.instances, layout)}), writes), profile
+
+
+def test_mig_layouts_and_writes_survive_a_restart_and_end_at_a_reboot(tmp_path: Path) -> None:
+    layers, profile = _layers_with_mig_and_writes(FaultBook())
+    text = record(layers, profile, "boot-1", 10.0, 1e9)
+    back = restore(text, "boot-1", 20.0, 1e9 + 10)
+    assert back.layers.mig.layouts == layers.mig.layouts
+    assert back.layers.writes.writes == layers.writes.writes and back.ended == []
+    served = restored_state(profile, back, 20.0)
+    assert served.mig[0].instances == layers.mig.layouts[profile.mig[0].minor][1]
+    pf = next(iter(layers.writes.writes))[0]
+    sriov = served.function(pf).sriov
+    assert sriov is not None and sriov.numvfs == 4
+    after = restore(text, "boot-2", 5.0, 1e9 + 100)
+    assert after.layers.mig.layouts == {} and after.layers.writes.writes == {}
+    assert after.ended == ["1 MIG layouts set at run time: a reboot ends them, as a real node's",
+                           "1 sysfs writes set at run time: a reboot ends them, as a real "
+                           "node's"]
+
+
+@pytest.mark.parametrize("bad", [{"attribute": "remove"}, {"value": "4; rm"},
+                                 {"bdf": "../x"}])
+def test_a_kept_write_the_view_would_not_take_is_refused(tmp_path: Path,
+                                                         bad: dict[str, str]) -> None:
+    layers, profile = _layers_with_mig_and_writes(FaultBook())
+    data = json.loads(record(layers, profile, "boot-1", 10.0, 1e9))
+    data["writes"][0].update(bad)
+    with pytest.raises(StateFileError, match=r"writes\.0"):
+        restore(json.dumps(data), "boot-1", 20.0, 1e9)

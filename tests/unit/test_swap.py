@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import trio
 from mokkafs import counters
 from mokkafs.faults.effects import carry
 from mokkafs.fuse.invalidate import Invalidator
+from mokkafs.profile.schema import Fault
 from mokkafs.serve import swap
 from mokkafs.source import Update
 from mokkafs.state import Generation, Traffic
@@ -189,3 +191,28 @@ def test_a_carry_that_raises_keeps_the_last_view(monkeypatch: pytest.MonkeyPatch
 
     trio.run(main)
     assert threads and threads[0] != threading.get_ident()
+
+
+def test_a_run_time_change_gives_what_it_alters_the_time_of_the_change() -> None:
+    """A fault applied at run time is a change made now: the files it alters get this moment
+    as their mtime (as a load's do), and every other file keeps the profile's."""
+    state = state_of("h100")
+    tree, counts = Assembler(SURFACES).build(state)
+    swapper = swapper_of(tree, state, counts)
+    port, other = (f"{state.function(h.bdf).path}/infiniband/{h.name}/ports/1"
+                   for h in state.hcas[:2])
+    loaded = int(state.loaded_at * 1e9)
+    before = time.time_ns()
+    down = Fault.model_validate({"name": "down", "kind": "ib-port-down", "target": "mlx5_0/1"})
+
+    async def main() -> None:
+        assert await swapper.refault(lambda book, profile: book.apply([down], profile,
+                                                                      "f.yaml")) is not None
+
+    trio.run(main)
+    served = swapper.holder.tree
+    changed, kept = served.resolve(f"{port}/state"), served.resolve(f"{other}/state")
+    assert changed is not None and kept is not None
+    assert changed.mtime_ns >= before > loaded
+    assert kept.mtime_ns == loaded
+    assert swapper.status.last_success is not None and swapper.status.last_success >= before / 1e9

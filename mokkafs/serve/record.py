@@ -1,13 +1,17 @@
-"""What a daemon changed at run time, as the state file keeps it for the next daemon
-(docs/faults.md, "Durable run-time state"): ``record`` writes the document, ``restore`` reads
-one back (a ``StateFileError`` names why it cannot be used). Pure: the file itself is
-``mokkafs.serve.durable``'s.
+"""What a daemon changed at run time (its ``Layers``), as the state file keeps it for the
+next daemon (docs/faults.md, "Durable run-time state"): ``record`` writes the document,
+``restore`` reads one back (a ``StateFileError`` names why it cannot be used). Pure: the file
+itself is ``mokkafs.serve.durable``'s.
 
 A JSON object, its schema versioned: ``format`` and ``version``, then when it was written
 (``boot_id``, the daemon's clock and the wall clock) and one section per kind of change:
 ``faults`` (those applied over the control socket, as written, with how often each was applied
-and when, and the profile's faults cleared). A later kind of change is a new section; a
-section absent is empty.
+and when, and the profile's faults cleared), ``mig`` (the MIG layouts set at run time, each
+with the profile's layout it was made over) and ``writes`` (the sysfs writes taken, in order).
+A later kind of change is a new section; a section absent is empty.
+
+A reboot ends the MIG layouts and the writes, as it ends a real node's GPU instances and VFs
+(they are made again after each boot); the faults carry on, as the test they stage would.
 
 Timing: a fault's origin is kept on the daemon's clock (CLOCK_MONOTONIC, which every process of
 one boot shares). Restored in the same boot, it is that origin as it was: the time the daemons
@@ -22,11 +26,16 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mokkafs.faults.book import FaultBook
+from mokkafs.model.mig import ComputeInstance, GpuInstance
 from mokkafs.profile.schema import MAX_FAULTS, Fault
+from mokkafs.serve.layers import Layers
+from mokkafs.serve.mig import MigLayer
 from mokkafs.state import State
+from mokkafs.writes.attributes import ATTRIBUTES
+from mokkafs.writes.book import Write, WriteBook
 
 FORMAT = "mokkafs-state"
 VERSION = 1
@@ -52,6 +61,46 @@ class FaultsSection(_Closed):
         default={}, max_length=MAX_FAULTS)
 
 
+Small = Annotated[int, Field(ge=0, le=1 << 16)]
+Name = Annotated[str, Field(max_length=64)]
+
+
+class KeptCompute(_Closed):
+    id: Small
+    profile: Name
+    slices: Small
+
+
+class KeptInstance(_Closed):
+    id: Small
+    profile: Name
+    profile_id: Small
+    start: Small
+    size: Small
+    slices: Small
+    compute: list[KeptCompute] = Field(default=[], max_length=8)
+
+
+class KeptLayout(_Closed):
+    minor: Small
+    base: list[KeptInstance] = Field(max_length=8)
+    layout: list[KeptInstance] = Field(max_length=8)
+
+
+class KeptWrite(_Closed):
+    bdf: Annotated[str, Field(pattern=r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")]
+    attribute: Name
+    value: Annotated[str, Field(pattern=r"^[0-9]{1,5}( unbound)?$")]  # as a store keeps it
+    at: Finite
+
+    @field_validator("attribute")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in ATTRIBUTES:
+            raise ValueError("not an attribute the view takes writes of")
+        return name
+
+
 class StateDocument(_Closed):
     format: Literal["mokkafs-state"]
     version: int
@@ -59,6 +108,8 @@ class StateDocument(_Closed):
     clock: Finite
     wall: Finite
     faults: FaultsSection = FaultsSection()
+    mig: list[KeptLayout] = Field(default=[], max_length=1024)
+    writes: list[KeptWrite] = Field(default=[], max_length=1 << 16)
 
 
 class StateFileError(Exception):
@@ -67,20 +118,45 @@ class StateFileError(Exception):
 
 @dataclass
 class Restored:
-    book: FaultBook
+    layers: Layers
     origins: dict[str, float] = field(default_factory=dict)  # name -> daemon clock
     rebooted: bool = False
+    ended: list[str] = field(default_factory=list)  # what the reboot ended, a line each
+
+    @property
+    def book(self) -> FaultBook:
+        return self.layers.book
 
 
-def record(book: FaultBook, state: State, boot_id: str, clock: float, wall: float) -> str:
-    """The state file's text for ``book``, the faults' origins as ``state`` has them."""
+def _instance(gi: GpuInstance) -> dict[str, object]:
+    return {"id": gi.id, "profile": gi.profile, "profile_id": gi.profile_id,
+            "start": gi.start, "size": gi.size, "slices": gi.slices,
+            "compute": [{"id": c.id, "profile": c.profile, "slices": c.slices}
+                        for c in gi.compute]}
+
+
+def _instances(kept: list[KeptInstance]) -> tuple[GpuInstance, ...]:
+    return tuple(GpuInstance(k.id, k.profile, k.profile_id, k.start, k.size, k.slices,
+                             tuple(ComputeInstance(c.id, c.profile, c.slices)
+                                   for c in k.compute)) for k in kept)
+
+
+def record(layers: Layers, state: State, boot_id: str, clock: float, wall: float) -> str:
+    """The state file's text for ``layers``, the faults' origins as ``state`` has them."""
+    book = layers.book
     origins = {f.name: f.origin for f in state.faults if f.source == "control"}
     applied = [{"fault": fault.model_dump(mode="json", by_alias=True, exclude_defaults=True),
                 "applies": book.applies.get(name, 1), "origin": origins.get(name)}
                for name, fault in book.control.items()]
+    mig = [{"minor": minor, "base": [_instance(g) for g in base],
+            "layout": [_instance(g) for g in layout]}
+           for minor, (base, layout) in sorted(layers.mig.layouts.items())]
+    writes = [{"bdf": w.bdf, "attribute": w.attribute, "value": w.value, "at": w.at}
+              for w in layers.writes.writes.values()]
     return json.dumps({"format": FORMAT, "version": VERSION, "boot_id": boot_id,
                        "clock": clock, "wall": wall,
-                       "faults": {"applied": applied, "cleared": dict(book.held)}},
+                       "faults": {"applied": applied, "cleared": dict(book.held)},
+                       "mig": mig, "writes": writes},
                       indent=1, sort_keys=True) + "\n"
 
 
@@ -92,7 +168,7 @@ def _why(exc: ValidationError) -> str:
 
 
 def restore(text: str, boot_id: str, clock: float, wall: float) -> Restored:
-    """The book a state file's ``text`` keeps, with each fault's origin on this daemon's
+    """The layers a state file's ``text`` keeps, with each fault's origin on this daemon's
     clock (now ``clock``, the wall clock ``wall``, in boot ``boot_id``)."""
     try:
         data = json.loads(text)
@@ -121,13 +197,24 @@ def restore(text: str, boot_id: str, clock: float, wall: float) -> Restored:
             origins[name] = kept.origin if since is None \
                 else clock - (max(0.0, doc.clock - kept.origin) + since)
     book.held = dict(doc.faults.cleared)
-    return Restored(book, origins, rebooted)
+    layers, ended = Layers(book=book), []
+    if rebooted:
+        ended = [f"{len(kind)} {what} set at run time: a reboot ends them, as a real node's"
+                 for kind, what in ((doc.mig, "MIG layouts"), (doc.writes, "sysfs writes"))
+                 if kind]
+    else:
+        layers.mig = MigLayer({k.minor: (_instances(k.base), _instances(k.layout))
+                               for k in doc.mig})
+        layers.writes = WriteBook({(w.bdf, w.attribute): Write(w.bdf, w.attribute, w.value,
+                                                                w.at) for w in doc.writes})
+    return Restored(layers, origins, rebooted, ended)
 
 
 def restored_state(profile: State, restored: Restored, now: float) -> State:
-    """``profile`` (its own faults applied at ``now``) with the faults ``restored`` keeps, each
-    from its kept origin."""
-    merged = restored.book.merge(profile)
+    """``profile`` (its own faults applied at ``now``) with what ``restored`` keeps: its MIG
+    layouts and writes, and its faults, each from its kept origin."""
+    restored.layers.mig.prune(profile)
+    merged = restored.layers.over(profile)
     return replace(merged, faults=tuple(
         replace(f, origin=restored.origins.get(f.name, now)) if f.source == "control"
         else f if f.origin is not None else replace(f, origin=now)
