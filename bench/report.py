@@ -113,10 +113,14 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
         "quiet: the same reads with no edit)\n",
         table([storm], list(storm)),
         "### Idle cost and memory\n",
-        table([{k: v for k, v in idle.items() if k != "rss_kib"}],
-              [k for k in idle if k != "rss_kib"]),
-        table([{"hcas": h, "rss_mib": v / 1024} for h, v in idle["rss_kib"].items()],
-              ["hcas", "rss_mib"]),
+        table([{k: v for k, v in idle.items() if not isinstance(v, dict)}],
+              [k for k, v in idle.items() if not isinstance(v, dict)]),
+        "(no_machine: the same profile with `--no-machine`, without the CPUs and NUMA nodes)\n",
+        table([{"hcas": h, "inodes": idle["inodes"][h], "rss_mib": v / 1024,
+                "inodes_no_machine": idle["inodes_no_machine"][h],
+                "rss_mib_no_machine": idle["rss_kib_no_machine"][h] / 1024}
+               for h, v in idle["rss_kib"].items()],
+              ["hcas", "inodes", "rss_mib", "inodes_no_machine", "rss_mib_no_machine"]),
         "### node_exporter infiniband scrape of a node up a day, each a step or more after "
         "the last as Prometheus scrapes (requests: FUSE requests per scrape; counters held: "
         "the kernel's floor, every page cached)\n",

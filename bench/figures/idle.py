@@ -10,13 +10,20 @@ from bench.harness import daemon, profile_with, read_file
 
 
 def idle_and_rss(hca_counts: list[int], idle_s: int, tmp: Path) -> dict[str, Any]:
-    """A daemon's RSS at each HCA count; at the largest, its CPU ticks and context switches
-    over ``idle_s`` seconds once a reader that kept every port hot has stopped."""
-    out: dict[str, Any] = {"rss_kib": {}}
+    """A daemon's RSS and inodes at each HCA count, and without the machine's CPUs and NUMA
+    nodes (``--no-machine``: what they cost); at the largest, its CPU ticks and context
+    switches over ``idle_s`` seconds once a reader that kept every port hot has stopped."""
+    out: dict[str, Any] = {"rss_kib": {}, "inodes": {}, "rss_kib_no_machine": {},
+                           "inodes_no_machine": {}}
     for hcas in hca_counts:
+        with daemon(profile_with(hcas, tmp), tmp / f"mnt-bare-{hcas}", "--no-machine") as d:
+            time.sleep(1)
+            out["rss_kib_no_machine"][hcas] = d.status("VmRSS")
+            out["inodes_no_machine"][hcas] = int(d.metric("mokkafs_inodes"))
         with daemon(profile_with(hcas, tmp), tmp / f"mnt-idle-{hcas}") as d:
             time.sleep(1)
             out["rss_kib"][hcas] = d.status("VmRSS")
+            out["inodes"][hcas] = int(d.metric("mokkafs_inodes"))
             if hcas == max(hca_counts):
                 # A reader of every port in consecutive steps makes them all hot (pushed at
                 # each step); once it stops, pushing must end within a second and then
