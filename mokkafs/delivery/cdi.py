@@ -49,7 +49,7 @@ SCHEMA = Path(__file__).resolve().parent / "cdi_schema.json"
 UPSTREAM_SCHEMA = Path("/usr/share/gocode/src/github.com/container-orchestrated-devices/"
                        "container-device-interface/schema/schema.json")
 
-DeviceNode = tuple[str, int, int]  # container path, major, minor
+DeviceNode = tuple[str, int, int, int]  # container path, major, minor, permission bits
 # What the view serves below /proc, each bound over the container's own: the majors, the
 # NVIDIA driver's files (the view's proc/driver replaces the container's whole /proc/driver),
 # the module list. A path the container's kernel lacks (/proc/modules without module
@@ -119,8 +119,11 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
     # Nodes to stat, not to open ("m": the device cgroup lets the container make them, never
     # read or write them, so an open fails with EPERM): on a host with RDMA or NVIDIA
     # hardware, these numbers are its real devices.
+    # ``fileMode``: the node's permission bits, as the view shows them (0400 for a MIG
+    # capability, 0666 for nvidiactl); the runtime makes the node with them.
     device_nodes = [{"path": path, "type": "c", "major": major, "minor": minor,
-                     "permissions": "m"} for path, major, minor in nodes]
+                     "fileMode": mode & 0o7777, "permissions": "m"}
+                    for path, major, minor, mode in nodes]
     nvidia = [n for n in device_nodes if str(n["path"]).startswith("/dev/nvidia")]
     infiniband = [n for n in device_nodes if str(n["path"]).startswith("/dev/infiniband/")]
 

@@ -24,7 +24,7 @@ def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
             st = os.lstat(path)
             if stat.S_ISCHR(st.st_mode):
                 nodes.append(("/" + os.path.relpath(path, mountpoint), os.major(st.st_rdev),
-                              os.minor(st.st_rdev)))
+                              os.minor(st.st_rdev), stat.S_IMODE(st.st_mode)))
     return nodes
 
 

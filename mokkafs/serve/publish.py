@@ -56,5 +56,5 @@ def publish_to(publisher: Publisher | None, host_sync: Callable[[State], None] |
     return publish
 
 
-def spec_nodes(state: State) -> list[tuple[str, int, int]]:
-    return [(path, major, minor) for path, major, minor, _ in char_devices(state)]
+def spec_nodes(state: State) -> list[tuple[str, int, int, int]]:
+    return [(path, major, minor, mode) for path, major, minor, mode in char_devices(state)]

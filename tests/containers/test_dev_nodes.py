@@ -16,7 +16,7 @@ pytestmark = pytest.mark.consumers
 
 SCRIPT = r"""
 echo ==ls; ls -d /dev/nvidia* /dev/nvidia-caps/*
-echo ==stat; stat -c '%n %F %t %T' /dev/nvidia[0-9]* /dev/nvidiactl /dev/nvidia-[mnu]* \
+echo ==stat; stat -c '%n %F %t %T %a' /dev/nvidia[0-9]* /dev/nvidiactl /dev/nvidia-[mnu]* \
   /dev/nvidia-caps/* /dev/infiniband/*
 echo ==proc; cat /proc/devices
 echo ==open; for f in /dev/nvidia0 /dev/nvidiactl /dev/nvidia-uvm; do
@@ -31,7 +31,7 @@ def sections(out: str) -> dict[str, str]:
 def test_nvidia_nodes_in_a_container(h100_node: Node) -> None:
     state = state_of(h100_node.profile)
     out = sections(h100_node.run(SCRIPT))
-    want = {path: (major, minor) for path, major, minor, _ in char_devices(state)}
+    want = {path: (major, minor, mode) for path, major, minor, mode in char_devices(state)}
     listed = set(out["ls"].split())
     assert listed == {p for p in want if p.startswith("/dev/nvidia")} | {"/dev/nvidia-caps"}
     assert "/dev/nvidia7" in listed and "/dev/nvidia-nvswitch3" in listed
@@ -39,9 +39,9 @@ def test_nvidia_nodes_in_a_container(h100_node: Node) -> None:
     majors.setdefault("misc", 10)
     seen = {}
     for line in out["stat"].splitlines():
-        m = re.fullmatch(r"(\S+) character special file ([0-9a-f]+) ([0-9a-f]+)", line)
+        m = re.fullmatch(r"(\S+) character special file ([0-9a-f]+) ([0-9a-f]+) ([0-7]+)", line)
         assert m, line
-        seen[m[1]] = (int(m[2], 16), int(m[3], 16))
+        seen[m[1]] = (int(m[2], 16), int(m[3], 16), int(m[4], 8))  # the spec's fileMode
         assert seen[m[1]][0] == majors[driver_of(m[1].removeprefix("/"))], line
     assert seen == want
     # The spec lets the container make the nodes, not read or write them ("m"): the

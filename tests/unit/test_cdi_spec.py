@@ -12,7 +12,7 @@ import pytest
 from mokkafs.delivery.cdi import UPSTREAM_SCHEMA, build_spec, validate
 
 MNT = Path("/run/mokkafs/node")
-NODES = [("/dev/nvidia0", 195, 0)]
+NODES = [("/dev/nvidia0", 195, 0, 0o666)]
 
 
 def edits(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:

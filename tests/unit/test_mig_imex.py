@@ -95,12 +95,12 @@ def test_each_instance_has_its_nvidia_cap_node_in_the_view_and_the_cdi_spec() ->
                      for g in state.mig for gi in g.instances for c in gi.compute)
     assert sorted((n.major, n.minor, n.mode) for n in nodes.values()) == \
         sorted((caps, m, 0o444) for m in minors)
-    listed = {path: (major, minor) for path, major, minor, _ in char_devices(state)}
-    spec = build_spec(Path("/run/mokkafs/view"), [(p, *mm) for p, mm in listed.items()])
+    spec = build_spec(Path("/run/mokkafs/view"), char_devices(state))
     nvidia = next(d for d in spec["devices"] if d["name"] == "nvidia")
-    in_spec = {n["path"]: (n["major"], n["minor"]) for n in nvidia["containerEdits"]["deviceNodes"]}
+    in_spec = {n["path"]: (n["major"], n["minor"], n["fileMode"])
+               for n in nvidia["containerEdits"]["deviceNodes"]}
     for m in minors:
-        assert in_spec[f"/dev/nvidia-caps/nvidia-cap{m}"] == (caps, m)
+        assert in_spec[f"/dev/nvidia-caps/nvidia-cap{m}"] == (caps, m, 0o444)
 
 
 def test_whole_gpu_profiles_have_no_instances() -> None:

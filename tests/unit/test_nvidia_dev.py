@@ -43,11 +43,10 @@ def test_every_char_device_is_on_the_major_proc_devices_names(profile: Path) -> 
     tree = tree_of(state)
     majors = with_misc(state)
     nodes = view_nodes(tree)
-    spec = build_spec(Path("/run/mokkafs/node"), [
-        (p, ma, mi) for p, ma, mi, _ in char_devices(state)], hook="/bin/true")
-    spec_nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][0][
+    spec = build_spec(Path("/run/mokkafs/node"), char_devices(state), hook="/bin/true")
+    spec_nodes = {n["path"]: (n["major"], n["minor"], n["fileMode"]) for n in spec["devices"][0][
         "containerEdits"].get("deviceNodes", [])}
-    assert spec_nodes == {f"/{p}": (n.major, n.minor) for p, n in nodes.items()}
+    assert spec_nodes == {f"/{p}": (n.major, n.minor, n.mode) for p, n in nodes.items()}
     named = {d["name"]: {n["path"] for n in d["containerEdits"].get("deviceNodes", [])}
              for d in spec["devices"]}
     assert named.get("nvidia", set()) == {p for p in spec_nodes if p.startswith("/dev/nvidia")}
