@@ -189,16 +189,23 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
         if isinstance(outer, Dir) and outer.merge is not None and not outer.hides(name):
             # sys/devices/virtual/dmi keeps the host's other virtual devices beside it
             below[above][name] = Dir(path, merge=f"{outer.merge}/{name}".lstrip("/"))
+    before = previous.entries if previous else {}
     kids: dict[Inode, tuple[tuple[str, ...], tuple[Inode, ...]]] = {}  # below each directory
+    parents: list[tuple[Inode, dict[str, Node]]] = []
     for directory, siblings in below.items():
         if not isinstance(_at(directory, below, root), Dir):
             child = f"{directory}/{next(iter(siblings))}"
             raise TreeError(f"{child!r} is below {directory!r}, which is not a directory")
         names = tuple(sorted(siblings))
-        kids[inode_of(directory, "d")] = (names, tuple(
+        parent = inode_of(directory, "d")
+        parents.append((parent, siblings))
+        old = before.get(parent)
+        if old is not None and old.names == names and _kinds_kept(old, siblings, before):
+            kids[parent] = (names, old.inodes)  # the same names of the same kinds: their inodes
+            continue
+        kids[parent] = (names, tuple(
             inode_of(f"{directory}/{name}" if directory else name, _kind(siblings[name]))
             for name in names))
-    before = previous.entries if previous else {}
     entries: dict[Inode, Entry] = {}
 
     def add(ino: Inode, parent: Inode, node: Node) -> None:
@@ -206,17 +213,30 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
             raise TreeError("inode collision between two paths")
         names, inos = kids.get(ino, ((), ()))
         old = before.get(ino)
-        mtime = old.mtime_ns if old is not None and old.node == node \
-            and old.names == names and old.inodes == inos else mtime_ns
-        entries[ino] = Entry(ino, parent, node, names, inos, mtime)
+        if old is not None and old.names == names and old.inodes == inos and \
+                (old.node is node or old.node == node):
+            # (a surface not computed again hands back its nodes themselves)
+            entries[ino] = old if old.parent == parent else Entry(
+                ino, parent, node, names, inos, old.mtime_ns)
+            return
+        entries[ino] = Entry(ino, parent, node, names, inos, mtime_ns)
 
     add(ROOT_INODE, ROOT_INODE, root)
-    for directory, siblings in below.items():
-        parent = inode_of(directory, "d")
+    for parent, siblings in parents:
         names, inos = kids[parent]
         for name, ino in zip(names, inos, strict=True):
             add(ino, parent, siblings[name])
     return Tree(generation, entries, dynamic_parents(entries), parts or {})
+
+
+def _kinds_kept(old: Entry, siblings: dict[str, Node], before: dict[Inode, Entry]) -> bool:
+    """Whether each child ``old`` lists is of the kind the node of its name now is: its inode
+    (which hashes the kind with the path) is then the same."""
+    for name, ino in zip(old.names, old.inodes, strict=True):
+        child = before.get(ino)
+        if child is None or _kind(child.node) != _kind(siblings[name]):
+            return False
+    return True
 
 
 def dynamic_parents(entries: dict[Inode, Entry]) -> frozenset[Inode]:
