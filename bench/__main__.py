@@ -21,6 +21,7 @@ from bench.figures.scrapes import UPTIME, scrapes
 from bench.figures.shim import shim_cost
 from bench.figures.storm import compile_storm
 from bench.figures.swaps import swaps
+from bench.figures.writes import write_visibility
 from bench.harness import RESULTS, log
 from bench.publish import publish
 from bench.readers import build_reader
@@ -51,6 +52,8 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
         log(f"monitoring, uptime {m['uptime_s']:g} s: {m['core_pct']:.3f} % of a core")
     log("fault onsets")
     faults = fault_onsets(sizes.faults, tmp)
+    log("sysfs writes seen by a new reader")
+    writes = write_visibility(sizes.writes, tmp)
     log("a fleet on one machine, run plainly and as deploy/ runs it")
     fleets = [fleet(*sizes.fleet, tmp, optimize) for optimize in (0, 2)]
     log("the preload shim on paths outside its prefixes")
@@ -58,7 +61,7 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     return {"machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
             "quick": sizes is QUICK, "reads": rows, "floor": floor, "swap": swap, "idle": idle,
             "compile_storm": storm, "node_exporter": ne, "monitoring": mon, "faults": faults,
-            "fleet": fleets, "shim": shim}
+            "writes": writes, "fleet": fleets, "shim": shim}
 
 
 def main() -> None:

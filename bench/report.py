@@ -131,6 +131,9 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
         table(mon, list(mon[0])),
         "### Fault transitions: how long after their scheduled time a reader sees them\n",
         table([faults], list(faults)),
+        "### Sysfs writes: `echo 4`, then `echo 0`, to a PF's `sriov_numvfs` until a new "
+        "listing of the PF shows its VFs made or gone (from before the write)\n",
+        table([result["writes"]], list(result["writes"])),
         "### Fleet on one machine (pythonoptimize 2: as deploy/ runs the daemon)\n",
         table(fleets, list(fleets[0])),
         "### The preload shim on paths outside its prefixes\n",

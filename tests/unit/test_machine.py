@@ -46,7 +46,7 @@ def test_grace_gpus_memory_is_a_block_of_nodes_as_a_gb300_tray_shows() -> None:
     distance = {n.id: dict(zip((x.id for x in m.nodes), n.distance, strict=True))
                 for n in m.nodes}
     assert distance[2][3] == distance[3][9] == 11 and distance[2][10] == distance[9][26] == 40
-    assert distance[0][2] == 80 and distance[0][18] == 120
+    assert distance[0][2] == 80 and distance[0][18] == 120 and distance[0][1] == 40
     assert state.function("0018:01:00.0").numa_node == 1  # the PCI side names its Grace
     assert state.machine.model.model == 0xD4F and len(state.machine.cpus) == 144
 
