@@ -25,7 +25,8 @@ def write_visibility(count: int, tmp: Path) -> dict[str, Any]:
     """``count`` times: 4 VFs made, then removed, each timed from just before the write until
     a listing of the PF's directory (a new open of it) shows the change. The write returns
     once the view is installed, so the figure holds the write's own time."""
-    enable, disable = [], []
+    enable: list[float] = []
+    disable: list[float] = []
     with daemon(REPO / "mokkafs/profiles/h100.yaml", tmp / "mnt-writes", "--writable") as d:
         pf = next(p.parent for p in sorted((d.mnt / "sys/bus/pci/devices").glob(
             "*/sriov_totalvfs")) if int(p.read_text()) >= 4)
