@@ -192,6 +192,7 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
     before = previous.entries if previous else {}
     kids: dict[Inode, tuple[tuple[str, ...], tuple[Inode, ...]]] = {}  # below each directory
     parents: list[tuple[Inode, dict[str, Node]]] = []
+    same: set[Inode] = set()  # directories whose children are the last tree's, node for node
     for directory, siblings in below.items():
         if not isinstance(_at(directory, below, root), Dir):
             child = f"{directory}/{next(iter(siblings))}"
@@ -200,8 +201,11 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
         parent = inode_of(directory, "d")
         parents.append((parent, siblings))
         old = before.get(parent)
-        if old is not None and old.names == names and _kinds_kept(old, siblings, before):
+        kept = _kept(old, siblings, before) if old is not None and old.names == names else None
+        if old is not None and kept is not None:
             kids[parent] = (names, old.inodes)  # the same names of the same kinds: their inodes
+            if kept:
+                same.add(parent)
             continue
         kids[parent] = (names, tuple(
             inode_of(f"{directory}/{name}" if directory else name, _kind(siblings[name]))
@@ -209,34 +213,48 @@ def build(nodes: Iterable[Node], generation: int, mtime_ns: int,
     entries: dict[Inode, Entry] = {}
 
     def add(ino: Inode, parent: Inode, node: Node) -> None:
-        if ino in entries:
-            raise TreeError("inode collision between two paths")
         names, inos = kids.get(ino, ((), ()))
         old = before.get(ino)
         if old is not None and old.names == names and old.inodes == inos and \
                 (old.node is node or old.node == node):
             # (a surface not computed again hands back its nodes themselves)
-            entries[ino] = old if old.parent == parent else Entry(
-                ino, parent, node, names, inos, old.mtime_ns)
+            entries[ino] = old
             return
         entries[ino] = Entry(ino, parent, node, names, inos, mtime_ns)
 
     add(ROOT_INODE, ROOT_INODE, root)
+    count = 1
     for parent, siblings in parents:
         names, inos = kids[parent]
+        count += len(inos)
+        if parent in same:  # the files as they were; each directory by its own listing
+            for name, ino in zip(names, inos, strict=True):
+                if ino in kids:
+                    add(ino, parent, siblings[name])
+                else:
+                    entries[ino] = before[ino]
+            continue
         for name, ino in zip(names, inos, strict=True):
             add(ino, parent, siblings[name])
+    if len(entries) != count:  # two paths hashed to one inode number
+        raise TreeError("inode collision between two paths")
     return Tree(generation, entries, dynamic_parents(entries), parts or {})
 
 
-def _kinds_kept(old: Entry, siblings: dict[str, Node], before: dict[Inode, Entry]) -> bool:
-    """Whether each child ``old`` lists is of the kind the node of its name now is: its inode
-    (which hashes the kind with the path) is then the same."""
+def _kept(old: Entry, siblings: dict[str, Node], before: dict[Inode, Entry]) -> bool | None:
+    """Whether each child ``old`` lists is the node of its name now (True), or of the same
+    kind (False: its inode, which hashes the kind with the path, is the same); None when one
+    is of another kind."""
+    nodes = True
     for name, ino in zip(old.names, old.inodes, strict=True):
-        child = before.get(ino)
-        if child is None or _kind(child.node) != _kind(siblings[name]):
-            return False
-    return True
+        child, node = before.get(ino), siblings[name]
+        if child is None:
+            return None
+        if child.node is not node:
+            if _kind(child.node) != _kind(node):
+                return None
+            nodes = False
+    return nodes
 
 
 def dynamic_parents(entries: dict[Inode, Entry]) -> frozenset[Inode]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 
+import mokkafs.tree.build as build_module
 from mokkafs import counters
 from mokkafs.faults.effects import carry
 from mokkafs.fuse.invalidate import Invalidator
@@ -20,7 +21,7 @@ from mokkafs.source import Update
 from mokkafs.state import Generation, Traffic
 from mokkafs.surfaces import SURFACES
 from mokkafs.tree.assemble import Assembler
-from mokkafs.tree.build import ROOT_INODE, Inode, build, inode_of
+from mokkafs.tree.build import ROOT_INODE, Inode, TreeError, build, inode_of
 from mokkafs.tree.diff import Invalidation, diff
 from mokkafs.tree.nodes import Dir, File, Symlink, text
 from tests.helpers.kernel import FakeKernel
@@ -216,3 +217,14 @@ def test_a_run_time_change_gives_what_it_alters_the_time_of_the_change() -> None
     assert changed.mtime_ns >= before > loaded
     assert kept.mtime_ns == loaded
     assert swapper.status.last_success is not None and swapper.status.last_success >= before / 1e9
+
+
+def test_two_paths_of_one_inode_number_are_refused_when_reused_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build that keeps the last tree's entries still finds two paths hashed to one inode."""
+    old = build([text("a/x", 1), text("a/y", 1)], 1, 100)
+    real = build_module.inode_of
+    monkeypatch.setattr(build_module, "inode_of", lambda path, kind="f": real(
+        "a/x" if path == "b/z" else path, kind))
+    with pytest.raises(TreeError, match="inode collision"):
+        build([text("a/x", 1), text("a/y", 1), text("b/z", 1)], 2, 200, previous=old)
