@@ -9,9 +9,10 @@ import os
 import sys
 
 from mokkafs.capture.anonymize import anonymize
+from mokkafs.capture.guarded import Root
 from mokkafs.capture.node import capture
 from mokkafs.capture.profile_writer import render
-from mokkafs.capture.reader import PAGE, Root
+from mokkafs.capture.reader import PAGE
 from mokkafs.errors import UsageError
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
-from mokkafs.capture.reader import Root, Unreadable
+from mokkafs.capture.reader import Unreadable
 
 DMI = "sys/class/dmi/id"
 TEXT_FIELDS = ("sys_vendor", "product_name", "product_version", "product_family",

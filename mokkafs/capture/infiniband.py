@@ -10,10 +10,11 @@ import contextlib
 import re
 from typing import Any
 
+from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function
 from mokkafs.capture.profile_writer import Hex
-from mokkafs.capture.reader import Root, Unreadable
+from mokkafs.capture.reader import Unreadable
 from mokkafs.profile.identity import name_hash32
 
 CLASS = "sys/class/infiniband"

@@ -11,11 +11,11 @@ import copy
 from typing import Any
 
 from mokkafs.capture import infiniband
+from mokkafs.capture.guarded import Root
 from mokkafs.capture.ident import gpu_information
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function
 from mokkafs.capture.profile_writer import Hex
-from mokkafs.capture.reader import Root
 from mokkafs.errors import ProfileError
 from mokkafs.profile.compile import Options, compile_profile
 from mokkafs.profile.schema import Profile

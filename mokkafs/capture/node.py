@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mokkafs.capture import ident, kept, layout, numa
+from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function, functions
-from mokkafs.capture.reader import Root, Unreadable
+from mokkafs.capture.reader import Unreadable
 
 
 @dataclass
@@ -78,4 +79,6 @@ def capture(root: Root, node_name: str | None) -> Capture:
     rest = [fn for fn in fns if fn.bdf not in described]
     if rest:
         doc["pci_functions"] = [kept.entry(fn) for fn in rest]
+    for late in root.stalled:  # lookups ``kind`` took as absent
+        notes.add(f"paths taken as absent: {late.reason}", late.path)
     return Capture(doc, notes, len(described), len(rest))

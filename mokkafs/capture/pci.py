@@ -9,8 +9,9 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
-from mokkafs.capture.reader import PAGE, Root, Unreadable
+from mokkafs.capture.reader import PAGE, Unreadable
 
 BUS = "sys/bus/pci/devices"
 BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")

@@ -1,23 +1,20 @@
-"""Bounded, confined reading of a machine's /sys and /proc below a root directory.
+"""The confined walk of a machine's /sys and /proc below a root directory, as the capture's
+reader process runs it (``mokkafs.capture.guarded`` runs it there and bounds its time).
 
 Every path is walked one component at a time with ``openat`` and ``O_NOFOLLOW``; a symbolic
 link met on the way is resolved by its text, inside the root (one that climbs out of it, or
 more than ``MAX_LINKS`` links in a row, is refused). Only regular files are opened, without
-blocking (a FIFO or a device node where an attribute should be is never opened), at most
-``limit`` bytes are read (a page by default) and every read has a time limit. What cannot be
-read is ``Unreadable`` with a reason the caller counts in its notes (``mokkafs.capture.notes``).
+blocking (a FIFO or a device node where an attribute should be is never opened), and at most
+``limit`` bytes are read (a page by default). What cannot be read is ``Unreadable`` with a
+reason the caller counts in its notes (``mokkafs.capture.notes``).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import signal
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from types import FrameType
 
 PAGE = 4096
 MAX_LINKS = 40  # as the kernel's path walk allows (ELOOP beyond)
@@ -41,52 +38,16 @@ class Entry:
     kind: str  # "dir", "file", "link" or "other"
 
 
-class _Timeout(Exception):
-    pass
-
-
-def _alarm(signum: int, frame: FrameType | None) -> None:
-    raise _Timeout
-
-
-@contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt a blocked system call after ``seconds`` (SIGALRM; the main thread only, where
-    a command runs; elsewhere no limit applies)."""
-    try:
-        old = signal.signal(signal.SIGALRM, _alarm)
-    except ValueError:  # not the main thread
-        yield
-        return
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def _split(path: str) -> list[str]:
     return [p for p in path.split("/") if p and p != "."]
 
 
-class Root:
-    """A machine's file tree below ``path`` ("/" for the host's own)."""
+class Walk:
+    """A machine's file tree below the directory ``fd`` holds open (the caller's to close)."""
 
-    def __init__(self, path: str, limit: int = PAGE, seconds: float = 2.0) -> None:
-        self.path = path
+    def __init__(self, fd: int, limit: int = PAGE) -> None:
+        self.fd = fd
         self.limit = limit
-        self.seconds = seconds
-        self.fd = os.open(path, DIR_FLAGS)
-
-    def close(self) -> None:
-        os.close(self.fd)
-
-    def __enter__(self) -> Root:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def resolve(self, rel: str, follow_last: bool = True) -> list[str]:
         """The components of ``rel`` with every symbolic link resolved inside the root.
@@ -162,8 +123,7 @@ class Root:
         """The entries of a directory, sorted, each with its kind (links not followed)."""
         fd = self._open_dir(self.resolve(rel), rel)
         try:
-            with _time_limit(self.seconds):
-                names = sorted(os.listdir(fd))[:MAX_ENTRIES]
+            names = sorted(os.listdir(fd))[:MAX_ENTRIES]
             out = []
             for name in names:
                 try:
@@ -172,8 +132,6 @@ class Root:
                     continue
                 out.append(Entry(name, _kind(mode)))
             return out
-        except _Timeout:
-            raise Unreadable(rel, "a listing that took too long") from None
         except OSError as exc:
             raise Unreadable(rel, _reason(exc)) from None
         finally:
@@ -181,7 +139,7 @@ class Root:
 
     def read(self, rel: str, limit: int | None = None) -> bytes:
         """At most ``limit`` bytes (default a page) of a regular file. Raises Unreadable:
-        absent, not a regular file, larger than the limit, too slow, or not permitted."""
+        absent, not a regular file, larger than the limit, or not permitted."""
         limit = self.limit if limit is None else limit
         parts = self.resolve(rel)
         if not parts:
@@ -193,21 +151,18 @@ class Root:
                 raise Unreadable(rel, "not a regular file (a FIFO, device or socket)")
             if st.st_size > limit and st.st_size != PAGE:  # sysfs attributes say a page
                 raise Unreadable(rel, f"larger than {limit} bytes")
-            with _time_limit(self.seconds):
-                fd = os.open(parts[-1], FILE_FLAGS, dir_fd=parent)
-                try:
-                    if not stat.S_ISREG(os.fstat(fd).st_mode):
-                        raise Unreadable(rel, "not a regular file (a FIFO, device or socket)")
-                    data = b""
-                    while len(data) <= limit:
-                        chunk = os.read(fd, limit + 1 - len(data))
-                        if not chunk:
-                            break
-                        data += chunk
-                finally:
-                    os.close(fd)
-        except _Timeout:
-            raise Unreadable(rel, "a read that took too long") from None
+            fd = os.open(parts[-1], FILE_FLAGS, dir_fd=parent)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise Unreadable(rel, "not a regular file (a FIFO, device or socket)")
+                data = b""
+                while len(data) <= limit:
+                    chunk = os.read(fd, limit + 1 - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
+            finally:
+                os.close(fd)
         except OSError as exc:
             raise Unreadable(rel, _reason(exc)) from None
         finally:
@@ -215,10 +170,6 @@ class Root:
         if len(data) > limit:
             raise Unreadable(rel, f"larger than {limit} bytes")
         return data
-
-    def text(self, rel: str) -> str:
-        """A text attribute without its trailing newline. Raises Unreadable."""
-        return self.read(rel).decode("utf-8", "replace").rstrip("\n")
 
 
 def _kind(mode: int) -> str:

@@ -1,14 +1,17 @@
 """The capture's confined reader: links resolve inside the root and never out of it, only
-regular files are opened, and no more than the limit is read."""
+regular files are opened, no more than the limit is read, and a reader process that dies costs
+one path."""
 
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
-from mokkafs.capture.reader import Root, Unreadable
+from mokkafs.capture.guarded import Root
+from mokkafs.capture.reader import Unreadable
 
 
 def test_links_resolve_inside_the_root_and_never_out(tmp_path: Path) -> None:
@@ -45,3 +48,18 @@ def test_only_regular_files_within_the_limit_are_read(tmp_path: Path) -> None:
         assert r.read("big", limit=8192) == b"x" * 5000
         assert [(e.name, e.kind) for e in r.listdir(".")] == [
             ("big", "file"), ("fifo", "other"), ("page", "file")]
+
+
+def test_a_reader_that_dies_costs_one_path_and_none_is_left(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("1\n")
+    with Root(str(tmp_path)) as r:
+        assert r.text("a") == "1"
+        first = r._readers.live_pid()
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        with pytest.raises(Unreadable, match="its reader died"):
+            r.read("a")
+        assert r.text("a") == "1"  # a fresh reader
+        second = r._readers.live_pid()
+        assert second != first
+    assert not Path(f"/proc/{first}").exists() and not Path(f"/proc/{second}").exists()
