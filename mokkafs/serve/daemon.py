@@ -51,6 +51,7 @@ from mokkafs.obs.metrics import Metrics
 from mokkafs.serve.config import Config, Wiring
 from mokkafs.serve.control import check_apart, check_place
 from mokkafs.serve.durable import StateFile, restore_at_start
+from mokkafs.serve.kmsg import kmsg_for
 from mokkafs.serve.owned import Owned, fuse_mount_id
 from mokkafs.serve.process import settle_heap
 from mokkafs.serve.publish import host_dev_nodes, publish_to
@@ -148,6 +149,8 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
             persist=state_file.save if state_file is not None else None))
         ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)
         ops.writes.kernel = invalidator
+        # no-open mode: dev/kmsg is served by a mount of its own over it (docs/kmsg.md)
+        running.kmsg = kmsg_for(config.cache_mode, config.mountpoint, ops.streams, holder)
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree, policy.background, signals)
