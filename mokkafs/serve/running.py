@@ -2,8 +2,8 @@
 
 One nursery runs the source, the swapper (with the fault scheduler and the control socket,
 which change the view through it), what the cache mode runs in the background, the signal
-handler and the readiness step. A stop (the first SIGINT/SIGTERM) is bounded by
-``Config.shutdown_seconds``."""
+handler and the readiness step (and, in no-open mode, the kmsg mount's process). A stop
+(the first SIGINT/SIGTERM) is bounded by ``Config.shutdown_seconds``."""
 
 from __future__ import annotations
 
