@@ -22,6 +22,7 @@ import pytest
 
 from mokkafs.fuse.stream import END
 from mokkafs.host.mountinfo import MountEntry, mounted_at
+from tests.helpers.faults import START, fault_node
 from tests.helpers.kmsg import apply, dmesg, field, follower, kmsg_processes, running, xids
 from tests.helpers.live import Live, live_mount, profile_text, rename_over
 from tests.helpers.mounts import REPO, wait_for
@@ -229,3 +230,26 @@ def test_the_kmsg_mount_is_started_again_when_its_process_dies(tmp_path: Path) -
         assert (mnt / "proc/devices").read_bytes() == devices
         assert "the kernel log's process" in live.mount.log_text()
         assert live.get("/readyz")[0] == 200
+
+
+def test_the_kmsg_mount_logs_on_the_daemons_clock(tmp_path: Path) -> None:
+    """In no-open mode, on a clock the test drives: a record is there exactly from its time
+    on the daemon's clock, with that time as its usec (the kmsg mount's process keeps no
+    clock of its own)."""
+    with fault_node(tmp_path, extra=("--cache-mode", "no-open")) as node:
+        path = node.live.mount.path / "dev/kmsg"
+        faults = tmp_path / "later.yaml"
+        faults.write_text("faults:\n  - {name: lost, kind: gpu-lost, target: gpu0, after: 50}\n")
+        assert node.fault("apply", str(faults)).returncode == 0
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            assert field(os.read(fd, 8192).decode(), 2) == int(START * 1e6)
+            node.at(49.5)
+            with pytest.raises(BlockingIOError):
+                os.read(fd, 8192)
+            node.at(50.0)
+            record = os.read(fd, 8192).decode()
+        finally:
+            os.close(fd)
+        assert field(record, 2) == int((START + 50) * 1e6)
+        assert xids([record]) == [("0000:1b:00", 79)]
