@@ -8,7 +8,9 @@ requests to the daemon's ``Streams`` (``mokkafs.fuse.relay``; docs/kmsg.md says 
   started again (after ``RESTART_SECONDS``, doubled up to ``RESTART_MAX`` while it keeps
   failing to mount). The view's mount never depends on it.
 - The ordered stop (``stop``) runs before the view's loop ends: SIGTERM to the process, by
-  its own PID, which unmounts; past ``STOP_SECONDS``, SIGKILL and a lazy unmount.
+  its own PID, which unmounts; past ``STOP_SECONDS``, SIGKILL and a lazy unmount. The process
+  has a session of its own, so a terminal's SIGINT reaches the daemon alone, which stops it
+  in that order.
 - Cancelled without a stop (the loop ended some other way), the process is killed; the
   view's own unmount detaches what it leaves.
 """
@@ -82,7 +84,8 @@ class KmsgMount:
         try:
             process = await trio.lowlevel.open_process(
                 [sys.executable, "-m", "mokkafs.fuse.kmsg_mount", str(theirs.fileno()),
-                 str(self.path)], pass_fds=(theirs.fileno(),))
+                 str(self.path)], pass_fds=(theirs.fileno(),),
+                start_new_session=True)  # a terminal's ^C is the daemon's to act on
         finally:
             theirs.close()
         self.process, self.mounted = process, False
