@@ -13,12 +13,15 @@ previous daemon left -> readiness: a stderr line, and ``READY=1`` to systemd.
 
 While serving, one trio nursery runs the source, the swapper (with the fault scheduler and the
 control socket, which change the view through it), the signal handler and the readiness step
-beside the FUSE loop (the metrics endpoint runs in an outer one, started first).
+beside the FUSE loop (the metrics endpoint runs in an outer one, started first). In no-open
+mode it also runs the kmsg mount's process (``mokkafs.serve.kmsg``): readiness waits for its
+mount over ``dev/kmsg``.
 Those tasks and the ordered stop are ``mokkafs.serve.running.Running``.
 
 Stop (SIGINT/SIGTERM), in a shielded scope bounded by ``Config.shutdown_seconds``: not ready,
 retract the CDI spec, stop the source and the swapper (a compile or build in a worker thread is
-abandoned; a batch of kernel invalidations being sent is finished), end the FUSE loop; then the
+abandoned; a batch of kernel invalidations being sent is finished), unmount the kmsg mount
+(no-open mode), end the FUSE loop; then the
 exit stack unmounts, un-shares the parent (unless containers hold it), closes the sysfs
 instances and the metrics endpoint, and the lock is dropped with a record of what is left
 (a share containers hold). A second stop signal changes nothing. SIGHUP re-reads the
@@ -51,6 +54,7 @@ from mokkafs.obs.metrics import Metrics
 from mokkafs.serve.config import Config, Wiring
 from mokkafs.serve.control import check_apart, check_place
 from mokkafs.serve.durable import StateFile, restore_at_start
+from mokkafs.serve.kmsg import kmsg_for
 from mokkafs.serve.owned import Owned, fuse_mount_id
 from mokkafs.serve.process import settle_heap
 from mokkafs.serve.publish import host_dev_nodes, publish_to
@@ -148,6 +152,8 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
             persist=state_file.save if state_file is not None else None))
         ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)
         ops.writes.kernel = invalidator
+        # no-open mode: dev/kmsg is served by a mount of its own over it (docs/kmsg.md)
+        running.kmsg = kmsg_for(config.cache_mode, config.mountpoint, ops.streams, holder)
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree, policy.background, signals)

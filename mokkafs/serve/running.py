@@ -2,8 +2,8 @@
 
 One nursery runs the source, the swapper (with the fault scheduler and the control socket,
 which change the view through it), what the cache mode runs in the background, the signal
-handler and the readiness step. A stop (the first SIGINT/SIGTERM) is bounded by
-``Config.shutdown_seconds``."""
+handler and the readiness step (and, in no-open mode, the kmsg mount's process). A stop
+(the first SIGINT/SIGTERM) is bounded by ``Config.shutdown_seconds``."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from mokkafs.obs.status import Status
 from mokkafs.serve.config import Config, Wiring
 from mokkafs.serve.control import serve_control
 from mokkafs.serve.faults import FaultScheduler
+from mokkafs.serve.kmsg import KmsgMount
 from mokkafs.serve.notify import sd_notify
 from mokkafs.serve.publish import spec_nodes
 from mokkafs.serve.swap import Swapper
@@ -53,6 +54,7 @@ class Running:
         self._background_done = trio.Event()
         self._changers_ready = trio.Event()
         self._stopping = False
+        self.kmsg: KmsgMount | None = None  # dev/kmsg's own mount, in no-open mode
         # How tasks wait for a time on the daemon's clock (tests drive their own).
         self.sleep_until = wiring.sleep_until or functools.partial(real_sleep_until,
                                                                    wiring.clock)
@@ -69,6 +71,8 @@ class Running:
         nursery.start_soon(self._run_background, background, name="background")
         nursery.start_soon(self._signals, signals, name="signals")
         nursery.start_soon(self._ready, state, tree, name="ready")
+        if self.kmsg is not None:
+            nursery.start_soon(self.kmsg.run, name="kmsg")
 
     async def _run_source(self, send: trio.MemorySendChannel[Update]) -> None:
         async with send:
@@ -125,6 +129,8 @@ class Running:
             self._background_scope.cancel()
             await self._swapper_done.wait()
             await self._background_done.wait()
+            if self.kmsg is not None:  # unmounted while the view's loop still answers
+                await self.kmsg.stop()
         if scope.cancelled_caught:
             log.warning("the swapper or the rounds did not stop within %.1fs; unmounting "
                         "anyway", self.config.shutdown_seconds)
@@ -138,6 +144,8 @@ class Running:
         await trio.to_thread.run_sync(os.stat, self.config.mountpoint / "proc",
                                       abandon_on_cancel=True)
         await self._changers_ready.wait()
+        if self.kmsg is not None:
+            await self.kmsg.first.wait()
         if self._stopping:
             return
         if self.publisher is not None:

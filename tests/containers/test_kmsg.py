@@ -22,7 +22,8 @@ FOLLOW = str(REPO / "tests/helpers/kmsg_follow.py")
 
 @pytest.fixture
 def kmsg_node(tmp_path: Path, hosttools_image: str) -> Iterator[Node]:
-    """An h100 node in keep-cache mode: the mode that serves a kernel log (docs/kmsg.md)."""
+    """An h100 node in the suite's cache mode (in no-open mode, dev/kmsg is a mount of its
+    own over the view's file, docs/kmsg.md: the CDI spec binds that)."""
     profile = tmp_path / "config" / "node.yaml"
     profile.parent.mkdir()
     profile.write_text((REPO / "mokkafs/profiles/h100.yaml").read_text())
@@ -31,8 +32,7 @@ def kmsg_node(tmp_path: Path, hosttools_image: str) -> Iterator[Node]:
     port = free_port()
     control = tmp_path / "ctl" / "sock"
     control.parent.mkdir(mode=0o700)
-    args = [*node_args(profile, kind, port), "--control", str(control),
-            "--cache-mode", "keep-cache"]
+    args = [*node_args(profile, kind, port), "--control", str(control)]
     with shared_parent(tmp_path) as share, mokkafs_mount(share / "node", args) as mount:
         yield Node(mount, kind, spec, f"http://127.0.0.1:{port}", profile, control)
     assert not spec.exists(), "the CDI spec outlived the mount"

@@ -10,26 +10,33 @@ from __future__ import annotations
 import errno
 import os
 import re
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from mokkafs.fuse.stream import END
-from tests.helpers.kmsg import apply, dmesg, field, follower, running, xids
-from tests.helpers.live import Live, live_mount
-from tests.helpers.mounts import REPO
+from mokkafs.host.mountinfo import MountEntry, mounted_at
+from tests.helpers.faults import START, fault_node
+from tests.helpers.kmsg import apply, dmesg, field, follower, kmsg_processes, running, xids
+from tests.helpers.live import Live, live_mount, profile_text, rename_over
+from tests.helpers.mounts import REPO, wait_for
 
 
 @contextmanager
-def node(tmp_path: Path, mode: str = "keep-cache") -> Iterator[tuple[Live, Path]]:
+def node(tmp_path: Path, mode: str | None = None, expect: Sequence[str] = ()
+         ) -> Iterator[tuple[Live, Path]]:
+    """An h100 node with a control socket, in ``mode`` (None: the suite's)."""
     control = tmp_path / "ctl" / "sock"
     control.parent.mkdir(mode=0o700)
-    with live_mount(tmp_path, "h100", ["--control", str(control), "--cache-mode",
-                                       mode]) as live:
+    pinned = [] if mode is None else ["--cache-mode", mode]
+    with live_mount(tmp_path, "h100", ["--control", str(control), *pinned],
+                    expect=expect) as live:
         yield live, control
 
 
@@ -125,10 +132,124 @@ def test_an_xid_storm_leaves_readers_consistent_and_the_daemon_answering(
             os.close(fd)
 
 
-def test_in_no_open_mode_the_log_reads_empty(tmp_path: Path) -> None:
-    """The kernel sends no OPEN in this mode (docs/kmsg.md): no reader has a position, so
-    the file reads empty, and never a host record."""
+def first_record(path: Path) -> bytes:
+    """The oldest record, read as dmesg reads: O_NONBLOCK, from the start."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return os.read(fd, 8192)
+    finally:
+        os.close(fd)
+
+
+def kmsg_mount_of(mnt: Path) -> MountEntry | None:
+    """The mount of its own over ``dev/kmsg`` (no-open mode), if one is there."""
+    stack = mounted_at(os.path.abspath(mnt / "dev/kmsg"))
+    return stack[-1] if stack else None
+
+
+def test_in_no_open_mode_readers_get_kmsg_semantics(tmp_path: Path) -> None:
+    """The kernel sends no OPEN on the view's connection in this mode (docs/kmsg.md): its
+    dev/kmsg is served by a mount of its own, whose opens reach the daemon. Each reader
+    keeps its own position; O_NONBLOCK at the end is EAGAIN; the seeks hold."""
     with node(tmp_path, "no-open") as (live, _):
-        (live.mount.path / "proc/devices").read_bytes()  # the first open: ENOSYS, for good
-        with open(live.mount.path / "dev/kmsg", "rb", buffering=0) as f:
-            assert f.read(8192) == b""
+        mnt = live.mount.path
+        (mnt / "proc/devices").read_bytes()  # the view's first open: ENOSYS, for good
+        own = kmsg_mount_of(mnt)
+        assert own is not None and own.fstype == "fuse.mokkafs", own
+        assert first_record(mnt / "dev/kmsg").startswith(b"6,0,")
+        one = os.open(mnt / "dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        two = os.open(mnt / "dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            assert os.read(one, 8192).startswith(b"6,0,")
+            with pytest.raises(BlockingIOError):
+                os.read(one, 8192)  # one record so far: the next is not there
+            assert os.read(two, 8192).startswith(b"6,0,")  # a position of its own
+            assert os.lseek(two, 0, os.SEEK_END) == END
+            with pytest.raises(BlockingIOError):
+                os.read(two, 8192)
+            assert os.lseek(one, 0, os.SEEK_SET) == 0
+            assert os.read(one, 8192).startswith(b"6,0,")
+            with pytest.raises(OSError) as caught:
+                os.pread(one, 8192, 5)
+            assert caught.value.errno == errno.ESPIPE
+        finally:
+            os.close(one)
+            os.close(two)
+        once = subprocess.run(dmesg(mnt, "-r"), capture_output=True, text=True, timeout=60)
+        assert once.returncode == 0, once.stderr
+        printed = once.stdout.splitlines()
+        assert len(printed) == 1 and "NVRM: loading NVIDIA" in printed[0], printed
+
+
+def test_a_swap_wakes_a_blocked_read_and_leaves_the_kmsg_mount(tmp_path: Path) -> None:
+    """A read waiting at the end gets the Xid a fault applied later logs; a profile swap that
+    adds names under dev/ (a MIG layout: the kernel hears of each) leaves dev/kmsg served."""
+    with node(tmp_path) as (live, control):
+        mnt = live.mount.path
+        before = kmsg_mount_of(mnt)
+        fd = os.open(mnt / "dev/kmsg", os.O_RDONLY)
+        got: list[bytes] = []
+        try:
+            os.lseek(fd, 0, os.SEEK_END)
+            reader = threading.Thread(target=lambda: got.append(os.read(fd, 8192)))
+            reader.start()
+            apply(control, tmp_path, "  - {name: lost, kind: gpu-lost, target: gpu0}\n")
+            reader.join(timeout=30)
+            assert not reader.is_alive(), "the waiting read was not woken"
+        finally:
+            os.close(fd)
+        assert xids([got[0].decode()]) == [("0000:1b:00", 79)], got
+        caps = set(os.listdir(mnt / "dev/nvidia-caps"))
+        generation = live.generation()
+        rename_over(live, profile_text("h100-mig"))
+        live.wait_generation(generation + 1)
+        assert set(os.listdir(mnt / "dev/nvidia-caps")) > caps, "no MIG instance's node"
+        assert kmsg_mount_of(mnt) == before  # still mounted: no entry invalidation took it
+        assert first_record(mnt / "dev/kmsg").startswith(b"6,0,")
+
+
+def test_the_kmsg_mount_is_started_again_when_its_process_dies(tmp_path: Path) -> None:
+    """In no-open mode: its process killed, the daemon logs it and starts another; the
+    view's own mount serves throughout."""
+    with node(tmp_path, "no-open", expect=[r"the kernel log's process \d+ ended"]) as (
+            live, _):
+        mnt = live.mount.path
+        devices = (mnt / "proc/devices").read_bytes()
+        [first] = kmsg_processes(live.mount.process.pid)
+        os.kill(first, signal.SIGKILL)
+
+        def again() -> bool:
+            now = kmsg_processes(live.mount.process.pid)
+            if not now or now == [first]:
+                return False
+            try:
+                return first_record(mnt / "dev/kmsg").startswith(b"6,0,")
+            except OSError:
+                return False  # its mount not yet in place
+        wait_for(again, 30, "a kmsg mount process started again")
+        assert (mnt / "proc/devices").read_bytes() == devices
+        assert "the kernel log's process" in live.mount.log_text()
+        assert live.get("/readyz")[0] == 200
+
+
+def test_the_kmsg_mount_logs_on_the_daemons_clock(tmp_path: Path) -> None:
+    """In no-open mode, on a clock the test drives: a record is there exactly from its time
+    on the daemon's clock, with that time as its usec (the kmsg mount's process keeps no
+    clock of its own)."""
+    with fault_node(tmp_path, extra=("--cache-mode", "no-open")) as node:
+        path = node.live.mount.path / "dev/kmsg"
+        faults = tmp_path / "later.yaml"
+        faults.write_text("faults:\n  - {name: lost, kind: gpu-lost, target: gpu0, after: 50}\n")
+        assert node.fault("apply", str(faults)).returncode == 0
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            assert field(os.read(fd, 8192).decode(), 2) == int(START * 1e6)
+            node.at(49.5)
+            with pytest.raises(BlockingIOError):
+                os.read(fd, 8192)
+            node.at(50.0)
+            record = os.read(fd, 8192).decode()
+        finally:
+            os.close(fd)
+        assert field(record, 2) == int((START + 50) * 1e6)
+        assert xids([record]) == [("0000:1b:00", 79)]

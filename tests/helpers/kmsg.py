@@ -88,3 +88,17 @@ def field(record: str, i: int) -> int:
 
 def xids(lines: list[str]) -> list[tuple[str, int]]:
     return [(m[1], int(m[2])) for line in lines if (m := XID.search(line))]
+
+
+def kmsg_processes(daemon: int) -> list[int]:
+    """The PIDs of daemon ``daemon``'s kmsg mount processes (no-open mode; serve.kmsg)."""
+    out = []
+    for task in Path(f"/proc/{daemon}/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue  # ended meanwhile
+            if b"mokkafs.fuse.kmsg_mount" in cmdline:
+                out.append(int(pid))
+    return out

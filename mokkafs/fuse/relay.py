@@ -1,0 +1,99 @@
+"""The stream relay: how the kmsg mount's process (``mokkafs.fuse.kmsg_mount``) hands its
+readers' opens, reads and releases to the daemon's ``Streams``, over a socket pair.
+
+In no-open mode the view's own connection never sends OPEN (docs/kmsg.md), so ``dev/kmsg``
+is served by a second FUSE connection mounted over it, in a process of its own (pyfuse3 holds
+one session a process). That process keeps no State and no clock: every request is answered
+here, by the daemon's ``Streams`` over its current tree, so its readers see exactly the
+records the daemon's State logs, on the daemon's clock, and a swap wakes a waiting read as it
+wakes one of the view's own.
+
+The socket is ``SOCK_SEQPACKET``: one message a request, one a reply, in any order (a waiting
+read does not hold up the others). A request is ``REQUEST`` (its number, the operation, three
+arguments); a reply is ``REPLY`` (the request's number, an errno or 0, a value) and the data
+read. The process sends ``MOUNTED`` (number 0) once its mount is in place.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import struct
+from collections.abc import Callable
+
+import pyfuse3
+import trio
+
+from mokkafs.fuse.stream import Streams
+
+log = logging.getLogger(__name__)
+
+REQUEST = struct.Struct("<QBqqq")  # number, operation, arguments
+REPLY = struct.Struct("<Qiq")  # number, errno (0: done), value; then the bytes read
+MOUNTED, OPEN, READ, RELEASE = 0, 1, 2, 3
+LARGEST = 1 << 20  # the largest message (a read asks for at most pyfuse3's max_read)
+
+
+def request(number: int, op: int, a: int = 0, b: int = 0, c: int = 0) -> bytes:
+    return REQUEST.pack(number, op, a, b, c)
+
+
+def reply(number: int, error: int = 0, value: int = 0, data: bytes = b"") -> bytes:
+    return REPLY.pack(number, error, value) + data
+
+
+async def serve_relay(sock: trio.socket.SocketType, streams: Streams,
+                      inode: Callable[[], int | None], mounted: Callable[[], None]) -> None:
+    """Answer the kmsg mount's requests with ``streams`` until its end of ``sock`` closes;
+    then every handle it opened is released. ``inode()``: the stream file's inode in the
+    current tree (None: the tree has none). ``mounted`` is called at ``MOUNTED``."""
+    opened: set[int] = set()
+    sending = trio.Lock()  # one send at a time on a trio socket
+
+    async def answer(number: int, op: int, a: int, b: int, c: int) -> None:
+        data, value, error = b"", 0, 0
+        try:
+            if op == OPEN:
+                node = inode()
+                if node is None:
+                    raise pyfuse3.FUSEError(errno.ENODEV)
+                value = streams.open(node, a, b).fh
+                opened.add(value)
+            elif op == READ:
+                if a not in opened:
+                    raise pyfuse3.FUSEError(errno.EBADF)
+                data = await streams.read(a, b, c)
+            elif op == RELEASE:
+                opened.discard(a)
+                streams.release(a)
+            else:
+                raise pyfuse3.FUSEError(errno.ENOSYS)
+        except pyfuse3.FUSEError as exc:
+            error = exc.errno
+        except Exception:  # a bug: that request fails, the relay goes on
+            log.exception("the kmsg relay failed a request; answering EIO")
+            error = errno.EIO
+        try:
+            async with sending:
+                await sock.send(reply(number, error, value, data))
+        except (OSError, trio.ClosedResourceError):
+            pass  # the process is gone: nobody waits for this
+
+    try:
+        async with trio.open_nursery() as nursery:
+            while True:
+                try:
+                    message = await sock.recv(LARGEST)
+                except OSError:
+                    message = b""
+                if len(message) < REQUEST.size:
+                    nursery.cancel_scope.cancel()  # its end closed: its readers are gone
+                    return
+                number, op, a, b, c = REQUEST.unpack_from(message)
+                if op == MOUNTED:
+                    mounted()
+                    continue
+                nursery.start_soon(answer, number, op, a, b, c)
+    finally:
+        for fh in opened:
+            streams.release(fh)

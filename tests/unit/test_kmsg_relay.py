@@ -1,0 +1,82 @@
+"""The stream relay (mokkafs.fuse.relay) between the kmsg mount's process and the daemon's
+Streams, over a real socket pair, with no FUSE mount: what the process's handlers get is
+what the daemon's Streams answer, a waiting read wakes at a swap, errors pass as their errno,
+and the handles a process opened are released when its end closes."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from pathlib import Path
+
+import pyfuse3
+import pytest
+import trio
+import trio.testing
+
+from mokkafs.faults.effects import applied
+from mokkafs.fuse import relay
+from mokkafs.fuse.kmsg_mount import Relayed
+from mokkafs.fuse.stream import END
+from tests.helpers.faults import with_faults
+from tests.helpers.profiles import tree_of
+from tests.unit.test_kmsg import LOST, Clock, parsed, streams_of
+
+
+def test_the_relay_answers_with_the_daemons_streams(tmp_path: Path) -> None:
+    quiet = applied(with_faults(tmp_path, LOST.replace("after: 5", "after: 500")), 0.0)
+    faulty = applied(with_faults(tmp_path, LOST.replace("after: 5", "after: 0")), 1.0)
+    streams, inode = streams_of(quiet, Clock(1.0))
+    mounted: list[bool] = []
+
+    async def main() -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        daemon = trio.socket.from_stdlib_socket(ours)
+        child = Relayed(trio.socket.from_stdlib_socket(theirs))
+        with daemon, child.sock:
+            await exchange(daemon, child)
+
+    async def exchange(daemon: trio.socket.SocketType, child: Relayed) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(relay.serve_relay, daemon, streams, lambda: inode,
+                               lambda: mounted.append(True))
+            nursery.start_soon(child.receive)
+            await child.sock.send(relay.request(0, relay.MOUNTED))
+            fh, _ = await child.call(relay.OPEN, os.O_RDONLY | os.O_NONBLOCK, os.getpid())
+            assert streams.owns(fh) and mounted == [True]
+            first = (await child.call(relay.READ, fh, 0, 8192))[1]
+            assert parsed(first)[1] == 0
+            with pytest.raises(pyfuse3.FUSEError) as caught:
+                await child.call(relay.READ, fh, len(first), 8192)
+            assert caught.value.errno == errno.EAGAIN
+            with pytest.raises(pyfuse3.FUSEError) as caught:
+                await child.call(relay.READ, fh, 7, 8192)
+            assert caught.value.errno == errno.ESPIPE
+            with pytest.raises(pyfuse3.FUSEError) as caught:
+                await child.call(relay.OPEN, os.O_WRONLY, os.getpid())
+            assert caught.value.errno == errno.EROFS
+            blocking, _ = await child.call(relay.OPEN, os.O_RDONLY, os.getpid())
+            got: list[bytes] = []
+            arrived = trio.Event()
+
+            async def follow() -> None:
+                got.append((await child.call(relay.READ, blocking, END, 8192))[1])
+                arrived.set()
+            nursery.start_soon(follow)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not got and streams.waiting == 1
+            streams.holder.tree = tree_of(faulty)  # a fault applied now: a swap
+            with trio.fail_after(10):
+                await arrived.wait()
+            assert parsed(got[0])[3].endswith("GPU has fallen off the bus.")
+            await child.call(relay.RELEASE, fh)
+            assert not streams.owns(fh) and streams.owns(blocking)
+            child.sock.shutdown(socket.SHUT_RDWR)  # the process ends: its handles go
+            await trio.testing.wait_all_tasks_blocked(cushion=0.2)
+            assert not streams.owns(blocking) and child.gone
+            with pytest.raises(pyfuse3.FUSEError) as caught:
+                await child.call(relay.READ, blocking, 0, 8192)
+            assert caught.value.errno == errno.ENOTCONN
+
+    trio.run(main)
