@@ -19,6 +19,12 @@ The kernel's rules (drivers/base/bus.c ``bind_store``, ``unbind_store``,
   binding, ``native_driver``; mlx5_core for any Mellanox function) matches.
 - ``driver_override``: the text up to a NUL, cut at its first newline; empty clears it.
   A store of a page or more is EINVAL.
+- ``new_id`` (``new_id_store``): ``vendor device [subvendor subdevice class class_mask]`` in
+  hex, fewer than two fields EINVAL; every unbound function it matches (and whose override
+  does not name another driver) is bound. The ID itself is not kept for functions that come
+  later.
+- vfio-pci binds only a function in an IOMMU group (EINVAL otherwise, as
+  ``vfio_pci_core_register_device`` fails without one).
 
 Unbinding a PF with VFs is refused with EBUSY here; the kernel's mlx5 would disable them.
 """
@@ -33,7 +39,8 @@ from mokkafs.writes.attributes import Attribute, WriteRefused
 
 DRIVERS_DIR = "sys/bus/pci/drivers"
 BUS_DIR = "sys/bus/pci"
-DRIVER_STORES = ("bind", "unbind")  # in a driver's directory
+DRIVER_STORES = ("bind", "unbind", "new_id")  # in a driver's directory
+VFIO = "vfio-pci"
 BUS_STORES = ("drivers_probe",)  # in the bus's directory
 MELLANOX = 0x15B3
 PAGE = 4096
@@ -74,16 +81,48 @@ def _binding(fn: PciFunction, driver: str) -> Change:
     return (fn.bdf, "driver", driver)
 
 
+def _probes(fn: PciFunction, driver: str, served: State) -> bool:
+    """Whether ``driver``'s probe takes ``fn``."""
+    return driver != VFIO or (served.iommu and fn.iommu_group is not None)
+
+
+def _new_id(driver: str, text: str, served: State) -> list[Change]:
+    fields = text.split()[:7]
+    try:
+        ids = [int(f, 16) for f in fields[:6]]
+    except ValueError:
+        raise WriteRefused(errno.EINVAL, "not hexadecimal IDs") from None
+    if len(ids) < 2:
+        raise WriteRefused(errno.EINVAL, "a vendor and a device ID are needed")
+    any_id = 0xFFFFFFFF  # PCI_ANY_ID
+    vendor, device = ids[0], ids[1]
+    sub_vendor, sub_device = [*ids[2:4], any_id, any_id][:2]
+    cls, mask = [*ids[4:6], 0, 0][:2]
+
+    def claims(fn: PciFunction) -> bool:
+        return (vendor in (any_id, fn.vendor) and device in (any_id, fn.device)
+                and sub_vendor in (any_id, fn.subsystem_vendor)
+                and sub_device in (any_id, fn.subsystem_device)
+                and (fn.class_code ^ cls) & mask == 0
+                and fn.driver_override in (None, driver))
+    return [_binding(fn, driver) for fn in served.functions
+            if not fn.driver and claims(fn) and _probes(fn, driver, served)]
+
+
 def bus_store(holder: str, name: str, text: str, served: State) -> list[Change]:
     """The kept writes one store to a bus file makes (none: it changes nothing).
     ``holder``: the driver whose directory holds ``bind``/``unbind``; ``pci`` for the bus."""
     text = text.partition("\0")[0]
+    if name == "new_id":
+        return _new_id(holder, text, served)
     fn = _function(text, served)
     if name == "bind":
         if holder not in served.pci_drivers or not matches(fn, holder):
             raise WriteRefused(errno.ENODEV, f"{holder} does not match {fn.bdf}")
         if fn.driver:
             raise WriteRefused(errno.EBUSY, f"{fn.bdf} is bound to {fn.driver}")
+        if not _probes(fn, holder, served):
+            raise WriteRefused(errno.EINVAL, f"{fn.bdf} is in no IOMMU group")
         return [_binding(fn, holder)]
     if name == "unbind":
         if fn.driver != holder:
@@ -93,7 +132,7 @@ def bus_store(holder: str, name: str, text: str, served: State) -> list[Change]:
         if fn.driver:
             return []
         for driver in served.pci_drivers:
-            if matches(fn, driver):
+            if matches(fn, driver) and _probes(fn, driver, served):
                 return [_binding(fn, driver)]
         return []
     raise WriteRefused(errno.EACCES, f"{holder}/{name} cannot be written")

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.fuse.test_writes import shell, write_errno, writes_cli
-from tests.helpers.live import Live, cdi_node, live_mount, requests
+from tests.helpers.dra_vfio import VfioView, vfio_view
+from tests.helpers.live import Live, cdi_node, live_mount, profile_text, rename_over, requests
 from tests.helpers.mounts import wait_for
 from tests.helpers.profiles import H100_GPU0, device_path
 from tests.helpers.tools import require_tool
@@ -120,3 +121,42 @@ def test_the_cdi_spec_follows_the_binding(tmp_path: Path) -> None:
         # the spec is published after the swap: poll for it
         wait_for(lambda: f"/dev/nvidia{minor}" not in nodes(), 20, "the spec without the GPU")
         assert sorted(nodes()) == sorted(n for n in first if n != f"/dev/nvidia{minor}")
+
+
+VFIO_TEXT = '  driver_version: "550.163.01"\n'
+
+
+def test_a_gpu_rebound_to_vfio_pci_as_the_dra_driver_checks(tmp_path: Path) -> None:
+    with cdi_node(tmp_path, command=WRITABLE) as (live, spec, _):
+        root = live.mount.path
+        before = vfio_view(root, GPU)
+        assert not before.module_loaded and before.driver == "nvidia"  # a stock DGX node
+        rename_over(live, profile_text("h100").replace(
+            VFIO_TEXT, VFIO_TEXT + "  vfio_pci: true\n"))
+        live.wait_generation(2)
+        assert vfio_view(root, GPU) == VfioView(True, True, "nvidia", None, None)
+        listed = sorted(os.listdir(root / "dev/vfio"))
+        assert listed == ["vfio"]
+        fn = root / device_path(GPU)
+        group = int(os.path.basename(os.readlink(fn / "iommu_group")))
+        assert shell(f"echo vfio-pci > {fn}/driver_override && "
+                     f"echo {GPU} > {root}/sys/bus/pci/drivers/nvidia/unbind && "
+                     f"echo {GPU} > {root}/sys/bus/pci/drivers_probe").returncode == 0
+        view = vfio_view(root, GPU)
+        assert view == VfioView(True, True, "vfio-pci", str(root / f"dev/vfio/{group}"),
+                                str(root / f"dev/vfio/devices/vfio{group}"))
+        assert sorted(os.listdir(root / "dev/vfio")) == sorted(["devices", "vfio", str(group)])
+        majors = {name: int(major) for major, name in (
+            line.split() for line in (root / "proc/devices").read_text().split(
+                "Block devices:")[0].splitlines()[1:] if line.strip())}
+        assert os.major(os.stat(root / f"dev/vfio/{group}").st_rdev) == majors["vfio"]
+        assert os.major(os.stat(root / "dev/vfio/vfio").st_rdev) == majors["misc"] == 10
+        assert "Kernel driver in use: vfio-pci" in lspci_k(live, GPU)
+        assert "vfio_pci " in (root / "proc/modules").read_text()
+        assert not (root / "proc/driver/nvidia/gpus" / GPU).exists()
+
+        def nodes() -> set[str]:
+            return {n["path"] for n in json.loads(spec.read_text())["devices"][0]
+                    ["containerEdits"]["deviceNodes"]}
+        wait_for(lambda: f"/dev/vfio/{group}" in nodes(), 20, "the spec with the group")
+        assert {"/dev/vfio/vfio", f"/dev/vfio/devices/vfio{group}"} <= nodes()

@@ -14,6 +14,7 @@ from mokkafs.surfaces.dev import char_devices
 from mokkafs.writes.attributes import WriteRefused
 from mokkafs.writes.book import WriteBook
 from mokkafs.writes.stores import writable
+from tests.helpers.live import profile_text
 from tests.helpers.profiles import (
     H100_GPU0,
     H100_NIC0,
@@ -143,3 +144,55 @@ def test_the_state_file_keeps_bindings() -> None:
     KeptWrite(bdf=GPU, attribute="driver_override", value="vfio-pci", at=0.0)
     with pytest.raises(ValueError):
         KeptWrite(bdf=GPU, attribute="sriov_numvfs", value="vfio-pci", at=0.0)
+
+
+VFIO_TEXT = '  driver_version: "550.163.01"\n'
+
+
+@pytest.fixture(scope="module")
+def vfio_state(tmp_path_factory: pytest.TempPathFactory) -> State:
+    """h100 on a passthrough node: vfio-pci loaded."""
+    path = tmp_path_factory.mktemp("vfio") / "h100-vfio.yaml"
+    text = profile_text("h100")
+    assert text.count(VFIO_TEXT) == 1
+    path.write_text(text.replace(VFIO_TEXT, VFIO_TEXT + "  vfio_pci: true\n"))
+    return state_of(path)
+
+
+def test_vfio_pci_is_loaded_only_where_the_profile_says(h100: State, vfio_state: State,
+                                                        ) -> None:
+    assert "vfio-pci" not in h100.pci_drivers
+    assert tree_of(h100).resolve("sys/module/vfio_pci") is None
+    state = vfio_state
+    tree = tree_of(state)
+    assert tree.resolve("sys/bus/pci/drivers/vfio-pci/bind") is not None
+    assert tree.resolve("sys/module/vfio_pci/drivers/pci:vfio-pci") is not None
+    assert b"vfio_pci 16384 0 - Live" in read_following_links(tree, "proc/modules")
+    assert [p for p, *_ in char_devices(state) if "vfio" in p] == ["/dev/vfio/vfio"]
+
+
+def test_a_gpu_rebound_to_vfio_pci(vfio_state: State) -> None:
+    state = vfio_state
+    group = state.function(GPU).iommu_group
+    assert refused(state, ("nvidia", "unbind", GPU), ("vfio-pci", "bind", GPU)) \
+        == errno.ENODEV  # no override, no ID: vfio-pci matches nothing
+    for how in ([(GPU, "driver_override", "vfio-pci\n"), ("nvidia", "unbind", GPU),
+                 ("pci", "drivers_probe", GPU)],
+                [("nvidia", "unbind", GPU), ("vfio-pci", "new_id", "10de 2330\n")]):
+        _, served = written(state, *how)
+        assert served.function(GPU).driver == "vfio-pci"
+        tree = tree_of(served)
+        assert read_following_links(tree, f"{device_path(GPU)}/vfio-dev/vfio{group}/dev") \
+            == f"507:{group}\n".encode()
+        nodes = {p: (major, minor) for p, major, minor, _ in char_devices(served)}
+        assert nodes[f"/dev/vfio/{group}"] == (508, group)
+        assert nodes["/dev/vfio/vfio"] == (10, 196)
+        assert tree.resolve(f"dev/vfio/{group}") is not None
+        assert tree.resolve(f"proc/driver/nvidia/gpus/{GPU}") is None
+        devices = read_following_links(tree, "proc/devices").decode()
+        for major, name in ((10, "misc"), (507, "vfio-dev"), (508, "vfio")):
+            assert f"{major:3d} {name}\n" in devices
+    assert refused(state, ("vfio-pci", "new_id", "10de\n")) == errno.EINVAL
+    assert refused(state, ("vfio-pci", "new_id", "zz 2330\n")) == errno.EINVAL
+    book, _ = written(state, ("vfio-pci", "new_id", "10de 2330"))  # every GPU is bound
+    assert book.listing() == []
