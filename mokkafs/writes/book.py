@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from mokkafs.profile import sriov
 from mokkafs.state import State
-from mokkafs.writes import drivers
+from mokkafs.writes import drivers, hotplug
 from mokkafs.writes.attributes import WriteRefused
-from mokkafs.writes.stores import KEPT
+from mokkafs.writes.stores import KEPT, phase
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,8 @@ class WriteBook:
             for target, kept, to in changes:
                 self._keep(target, kept, to, wall)
             return bool(changes)
+        if attribute == hotplug.RESCAN:
+            return self._rescan(bdf, text, served)
         attr = KEPT.get(attribute)
         try:
             fn = served.function(bdf)
@@ -57,11 +59,33 @@ class WriteBook:
             fn = None
         if attr is None or fn is None or not attr.fits(fn):
             raise WriteRefused(13, f"{bdf}/{attribute} cannot be written")  # EACCES
+        if attribute == hotplug.REMOVE:
+            if not hotplug.asked(text):
+                return False
+            gone = hotplug.below(served, bdf)
+            for key in [k for k in self.writes if k[0] in gone]:
+                del self.writes[key]  # they end with their functions
+            self._keep(bdf, attribute, "1", wall)
+            return True
         value = attr.parse(text, fn)
         if value is None:
             return False
         self._keep(bdf, attribute, value, wall)
         return True
+
+    def _rescan(self, holder: str, text: str, served: State) -> bool:
+        """A rescan through ``holder`` (a function, or ``pci``): the removed functions it
+        reaches come back. False: there were none."""
+        if holder != "pci" and holder not in {fn.bdf for fn in served.functions}:
+            raise WriteRefused(13, f"{holder}/rescan cannot be written")  # EACCES
+        if not hotplug.asked(text):
+            return False
+        span = hotplug.rescanned(served, holder)
+        back = [k for k in self.writes if k[1] == hotplug.REMOVE and hotplug.reached(k[0], span)]
+        for key in back:
+            del self.writes[key]
+        self.taken += bool(back)
+        return bool(back)
 
     def _keep(self, bdf: str, attribute: str, value: str, wall: float) -> None:
         key = (bdf, attribute)
@@ -81,13 +105,13 @@ class WriteBook:
     def merge(self, profile: State) -> State:
         """``profile`` with the writes applied in order and the VFs they make. A write whose
         function or attribute is gone, or whose value the new State refuses, is dropped."""
-        state = self._apply(profile, keyed=False)
-        # after the VFs are made: a binding's target may be a VF
-        return self._apply(sriov.with_vfs(state), keyed=True)
+        state = self._apply(profile, 0)
+        # after the VFs are made: a binding's or a removal's target may be a VF
+        return self._apply(self._apply(sriov.with_vfs(state), 1), 2)
 
-    def _apply(self, state: State, keyed: bool) -> State:
+    def _apply(self, state: State, step: int) -> State:
         for key, w in list(self.writes.items()):
-            if (w.attribute in drivers.KEYED) != keyed:
+            if phase(w.attribute) != step:
                 continue
             attr = KEPT[w.attribute]
             try:

@@ -160,3 +160,23 @@ def test_a_gpu_rebound_to_vfio_pci_as_the_dra_driver_checks(tmp_path: Path) -> N
                     ["containerEdits"]["deviceNodes"]}
         wait_for(lambda: f"/dev/vfio/{group}" in nodes(), 20, "the spec with the group")
         assert {"/dev/vfio/vfio", f"/dev/vfio/devices/vfio{group}"} <= nodes()
+
+
+def test_remove_and_rescan(node: Live) -> None:
+    root = node.mount.path
+    devices, gpus = root / "sys/bus/pci/devices", root / "proc/driver/nvidia/gpus"
+    before = {d: sorted(os.listdir(d)) for d in (devices, gpus)}
+    lspci = [require_tool("lspci"), "-A", "linux-sysfs", "-O",
+             f"sysfs.path={root}/sys/bus/pci", "-D", "-n"]
+    listed = subprocess.run(lspci, capture_output=True, text=True, check=True).stdout
+    assert GPU in listed
+    assert write_errno(root / device_path(GPU) / "remove", b"yes", 0) == errno.EINVAL
+    assert write_errno(root / device_path(GPU) / "remove", b"1\n", 0) == 0
+    assert sorted(os.listdir(devices)) == [n for n in before[devices] if n != GPU]
+    assert sorted(os.listdir(gpus)) == [n for n in before[gpus] if n != GPU]
+    assert GPU not in subprocess.run(lspci, capture_output=True, text=True, check=True).stdout
+    assert writes_cli(node, "list") == f"{GPU}\tremove\t1\n"
+    assert write_errno(root / "sys/bus/pci/rescan", b"1", 0) == 0
+    assert {d: sorted(os.listdir(d)) for d in before} == before
+    assert subprocess.run(lspci, capture_output=True, text=True, check=True).stdout == listed
+    assert writes_cli(node, "list") == ""
