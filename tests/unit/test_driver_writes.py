@@ -8,7 +8,8 @@ import errno
 
 import pytest
 
-from mokkafs.serve.record import KeptWrite
+from mokkafs.serve.layers import Layers
+from mokkafs.serve.record import KeptWrite, record, restore
 from mokkafs.state import State
 from mokkafs.surfaces.dev import char_devices
 from mokkafs.writes.attributes import WriteRefused
@@ -196,3 +197,12 @@ def test_a_gpu_rebound_to_vfio_pci(vfio_state: State) -> None:
     assert refused(state, ("vfio-pci", "new_id", "zz 2330\n")) == errno.EINVAL
     book, _ = written(state, ("vfio-pci", "new_id", "10de 2330"))  # every GPU is bound
     assert book.listing() == []
+
+
+def test_bindings_and_removals_survive_a_restart(h100: State) -> None:
+    book, served = written(h100, (GPU, "driver_override", "vfio-pci"), ("nvidia", "unbind", GPU),
+                           (H100_NIC0, "remove", "1"))
+    layers = Layers(writes=book)
+    again = restore(record(layers, served, "boot-1", 10.0, 1e9), "boot-1", 20.0, 1e9)
+    assert again.layers.writes.listing() == book.listing()
+    assert again.layers.over(h100) == served
