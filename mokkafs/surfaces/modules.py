@@ -30,7 +30,8 @@ MODULES = "sys/module"
 PROC_MODULES = "proc/modules"
 # Every module a view may simulate (the shim redirects exactly these below /sys/module)
 NAMES = ("ib_core", "mlx5_core", "mlx5_ib", "ib_uverbs", "ib_umad", "rdma_ucm", "nvidia",
-         "nvidia_modeset", "nvidia_uvm", "nvidia_peermem")
+         "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "vfio", "vfio_iommu_type1",
+         "vfio_pci_core", "vfio_pci")
 
 
 @dataclass(frozen=True, slots=True)
