@@ -26,6 +26,7 @@ The kernel's rules (drivers/base/bus.c ``bind_store``, ``unbind_store``,
 - vfio-pci binds only a function in an IOMMU group (EINVAL otherwise, as
   ``vfio_pci_core_register_device`` fails without one).
 
+An unbound HCA function loses its RDMA device and its netdev, as mlx5's remove takes them.
 Unbinding a PF with VFs is refused with EBUSY here; the kernel's mlx5 would disable them.
 """
 
@@ -160,7 +161,10 @@ def _apply_override(state: State, bdf: str, value: str) -> State:
 
 
 def _apply_driver(state: State, bdf: str, value: str) -> State:
-    return _edit(state, bdf, driver=value)
+    state = _edit(state, bdf, driver=value)
+    if value != "mlx5_core":  # mlx5 makes the RDMA device and the netdev as it probes
+        state = replace(state, hcas=tuple(h for h in state.hcas if h.bdf != bdf))
+    return state
 
 
 def _refuse_direct(text: str, fn: PciFunction) -> str | None:

@@ -206,3 +206,17 @@ def test_bindings_and_removals_survive_a_restart(h100: State) -> None:
     again = restore(record(layers, served, "boot-1", 10.0, 1e9), "boot-1", 20.0, 1e9)
     assert again.layers.writes.listing() == book.listing()
     assert again.layers.over(h100) == served
+
+
+def test_an_unbound_hca_loses_its_rdma_device_and_netdev(h100: State) -> None:
+    hca = next(h for h in h100.hcas if h.bdf == H100_NIC0)
+    tree = tree_of(h100)
+    assert tree.resolve(f"sys/class/infiniband/{hca.name}") is not None
+    assert tree.resolve(f"{device_path(H100_NIC0)}/net") is not None
+    _, served = written(h100, ("mlx5_core", "unbind", H100_NIC0))
+    tree = tree_of(served)
+    assert tree.resolve(f"sys/class/infiniband/{hca.name}") is None
+    assert tree.resolve(f"{device_path(H100_NIC0)}/net") is None
+    _, again = written(h100, ("mlx5_core", "unbind", H100_NIC0),
+                       ("mlx5_core", "bind", H100_NIC0))
+    assert again.hcas == h100.hcas
