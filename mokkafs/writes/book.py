@@ -76,7 +76,8 @@ class WriteBook:
     def _rescan(self, holder: str, text: str, served: State) -> bool:
         """A rescan through ``holder`` (a function, or ``pci``): the removed functions it
         reaches come back. False: there were none."""
-        if holder != "pci" and holder not in {fn.bdf for fn in served.functions}:
+        if holder != "pci" and not hotplug.BUS.fullmatch(holder) \
+                and holder not in {fn.bdf for fn in served.functions}:
             raise WriteRefused(13, f"{holder}/rescan cannot be written")  # EACCES
         if not hotplug.asked(text):
             return False

@@ -8,6 +8,7 @@
 - ``/sys/bus/pci/rescan``: non-zero brings every removed function back.
 - ``<function>/rescan``: non-zero rescans the bus the function is on, and the buses below it:
   the removed functions there come back.
+- ``pci_bus/<dddd:bb>/rescan`` (``rescan_store`` of the bus class): that bus and those below.
 - A function that comes back is probed afresh: its driver is the profile's, it has no
   override and no VFs, as a new ``pci_dev`` has none.
 """
@@ -21,6 +22,7 @@ from mokkafs.state import PciFunction, State
 from mokkafs.writes.attributes import Attribute, kstrtoul
 
 BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+BUS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}")
 BUS_DIR = "sys/bus/pci"
 REMOVE, RESCAN = "remove", "rescan"
 ULONG = (1 << 64) - 1
@@ -28,7 +30,9 @@ ULONG = (1 << 64) - 1
 
 def is_store(directory: str, name: str) -> bool:
     """Whether ``directory/name`` is a function's ``remove`` or ``rescan``, or the bus's."""
-    if name == RESCAN and directory == BUS_DIR:
+    parent, _, base = directory.rpartition("/")
+    if name == RESCAN and (directory == BUS_DIR or (
+            parent.rpartition("/")[2] == "pci_bus" and BUS.fullmatch(base) is not None)):
         return True
     return name in (REMOVE, RESCAN) and BDF.fullmatch(directory.rpartition("/")[2]) is not None
 
@@ -63,10 +67,16 @@ def below(state: State, bdf: str) -> set[str]:
 
 
 def rescanned(state: State, holder: str) -> tuple[str, int, int] | None:
-    """The buses a rescan through ``holder``'s ``rescan`` reaches: the bus it is on and
-    those below (None: every bus, the bus-wide rescan)."""
+    """The buses a rescan through ``holder``'s ``rescan`` reaches: the bus a function is on,
+    or the bus named ``dddd:bb``, and those below (None: every bus, the bus-wide rescan)."""
     if holder == "pci":
         return None
+    if BUS.fullmatch(holder):  # a bus's own rescan: the bridge whose secondary it is
+        domain, bus = holder[:4], int(holder[5:], 16)
+        for f in state.functions:
+            if f.bridge is not None and f.bdf[:4] == domain and f.bridge.secondary == bus:
+                return domain, bus, f.bridge.subordinate
+        return domain, bus, 0xFF  # a root bus
     fn = state.function(holder)
     parent = state.function(fn.parent) if fn.parent else None
     domain, bus = _bus(fn.bdf)

@@ -180,3 +180,8 @@ def test_remove_and_rescan(node: Live) -> None:
     assert {d: sorted(os.listdir(d)) for d in before} == before
     assert subprocess.run(lspci, capture_output=True, text=True, check=True).stdout == listed
     assert writes_cli(node, "list") == ""
+    # the GPU's own bus, rescanned through its bridge's pci_bus entry
+    bridge = (root / device_path(GPU)).parent
+    assert write_errno(root / device_path(GPU) / "remove", b"1", 0) == 0
+    assert write_errno(bridge / "pci_bus" / GPU[:7] / "rescan", b"1", 0) == 0
+    assert {d: sorted(os.listdir(d)) for d in before} == before

@@ -37,7 +37,8 @@ def test_the_stores() -> None:
     assert writable(f"sys/devices/pci0000:00/{GPU}", "rescan")
     assert writable("sys/bus/pci", "rescan")
     assert not writable("sys/bus/pci/slots", "remove")
-    assert not writable("sys/class/pci_bus/0000:1b", "rescan")
+    assert writable("sys/devices/pci0000:00/0000:00:01.0/pci_bus/0000:1b", "rescan")
+    assert not writable("sys/devices/pci0000:00/0000:00:01.0/other/0000:1b", "rescan")
 
 
 def test_a_removed_gpu_leaves_every_surface_and_comes_back(h100: State) -> None:
@@ -86,3 +87,17 @@ def test_the_kernels_parsing(h100: State) -> None:
     with pytest.raises(WriteRefused) as info:
         written(h100, (GPU, "remove", "yes"))
     assert info.value.errno == errno.EINVAL
+
+
+def test_a_bus_rescan_brings_back_what_is_on_it_and_below(h100: State) -> None:
+    parent = h100.function(h100.function(GPU).parent or "")
+    assert parent.bridge is not None
+    own = f"{GPU[:4]}:{parent.bridge.secondary:02x}"
+    _, back = written(h100, (GPU, "remove", "1"), (own, "rescan", "1"))
+    assert back.functions == h100.functions
+    bus = int(GPU[5:7], 16)
+    other = next(f for f in h100.functions if f.bridge is not None and
+                 not f.bridge.secondary <= bus <= f.bridge.subordinate)
+    book, served = written(h100, (GPU, "remove", "1"),
+                           (f"{GPU[:4]}:{other.bridge.secondary:02x}", "rescan", "1"))  # type: ignore[union-attr]
+    assert GPU not in {f.bdf for f in served.functions} and len(book.listing()) == 1
