@@ -24,6 +24,10 @@ static const char *const prefixes[] = {
     "/sys/module/nvidia_modeset",
     "/sys/module/nvidia_uvm",
     "/sys/module/nvidia_peermem",
+    "/sys/module/vfio",
+    "/sys/module/vfio_iommu_type1",
+    "/sys/module/vfio_pci_core",
+    "/sys/module/vfio_pci",
     "/proc/devices",
     "/proc/driver/nvidia",
     "/proc/driver/nvidia-caps",
@@ -42,5 +46,6 @@ static const char *const prefixes[] = {
     "/dev/nvidia-nvswitchctl",
     "/dev/nvidia-caps-imex-channels",
     "/dev/kmsg",
+    "/dev/vfio",
     NULL,
 };

@@ -26,6 +26,7 @@ from mokkafs.surfaces import (
     proc_devices,
     proc_driver_nvidia,
     rdma_cm,
+    vfio,
 )
 
 PACKAGE = Path(__file__).resolve().parents[1]  # where pip builds the shim
@@ -60,6 +61,7 @@ REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
     # by pattern in native/path_map.c)
     *(f"dev/{name}" for name in nvidia_dev.FIXED_NAMES),
     kmsg.PATH,  # the view's kernel log, never the host's
+    vfio.DEV,  # dev/vfio: the container device, the groups' and the cdevs' nodes
 ))
 
 

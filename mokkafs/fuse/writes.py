@@ -34,7 +34,8 @@ import trio
 from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import View
 from mokkafs.tree.nodes import Dir, File
-from mokkafs.writes.attributes import ATTRIBUTES, WriteRefused
+from mokkafs.writes.attributes import WriteRefused
+from mokkafs.writes.stores import writable
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,9 @@ class Writes:
     _next: itertools.count[int] = field(default_factory=lambda: itertools.count(FIRST_HANDLE))
 
     def target(self, inode: int) -> tuple[str, str]:
-        """The (function, attribute) a simulated store is for; FUSEError otherwise."""
+        """The (function, attribute) a simulated store is for; FUSEError otherwise. A bus
+        file's holder is its directory's name (the driver, or ``pci``): the function it
+        changes is the BDF written to it."""
         entry = self.view.holder.tree.get(inode)
         if entry is None:  # the host's own files, shown through: not this daemon's to write
             raise pyfuse3.FUSEError(errno.EACCES)
@@ -116,7 +119,7 @@ class Writes:
         if isinstance(node, Dir):
             raise pyfuse3.FUSEError(errno.EISDIR)
         if not isinstance(node, File) or not node.mode & 0o222 \
-                or node.name not in ATTRIBUTES:
+                or not writable(node.directory, node.name):
             raise pyfuse3.FUSEError(errno.EACCES)
         return node.directory.rpartition("/")[2], node.name
 

@@ -127,6 +127,10 @@ class PciFunction(PciIdentity):
     sriov: Sriov | None = None
     physfn: str | None = None
     vf_index: int = 0
+    # Its ``driver_override`` (None: unset), and the driver the profile bound it to once a
+    # write changed its binding (None: ``driver`` is still the profile's; mokkafs.writes.drivers)
+    driver_override: str | None = None
+    native_driver: str | None = None
     # A function a capture kept as it was (mokkafs.profile.raw_pci): its attributes' bytes,
     # served verbatim with its ``config`` (``None``: every attribute is made from the fields)
     raw: tuple[tuple[str, bytes], ...] | None = None

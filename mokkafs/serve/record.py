@@ -23,10 +23,11 @@ the wall-clock time since (never less: a wall clock that went back counts nothin
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mokkafs.faults.book import FaultBook
 from mokkafs.model.mig import ComputeInstance, GpuInstance
@@ -34,8 +35,8 @@ from mokkafs.profile.schema import MAX_FAULTS, Fault
 from mokkafs.serve.layers import Layers
 from mokkafs.serve.mig import MigLayer
 from mokkafs.state import State
-from mokkafs.writes.attributes import ATTRIBUTES
 from mokkafs.writes.book import Write, WriteBook
+from mokkafs.writes.stores import KEPT
 
 FORMAT = "mokkafs-state"
 VERSION = 1
@@ -90,15 +91,23 @@ class KeptLayout(_Closed):
 class KeptWrite(_Closed):
     bdf: Annotated[str, Field(pattern=r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")]
     attribute: Name
-    value: Annotated[str, Field(pattern=r"^[0-9]{1,5}( unbound)?$")]  # as a store keeps it
+    # as a store keeps it: a VF count, or a driver's name (empty: none; _value checks which)
+    value: Annotated[str, Field(pattern=r"^[^\n\x00]{0,4094}$")]
     at: Finite
 
     @field_validator("attribute")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in ATTRIBUTES:
+        if name not in KEPT:
             raise ValueError("not an attribute the view takes writes of")
         return name
+
+    @model_validator(mode="after")
+    def _value(self) -> KeptWrite:
+        if self.attribute.startswith("sriov_") and \
+                not re.fullmatch(r"[0-9]{1,5}( unbound)?", self.value):
+            raise ValueError(f"{self.attribute}: not a value its store keeps")
+        return self
 
 
 class StateDocument(_Closed):

@@ -53,8 +53,8 @@ class Writer:
             return  # the value it has: nothing to install
         if applied is None:
             raise WriteRefused(errno.EIO, "the new view could not be built")
-        log.info("write %s/%s=%s: generation %d serves it", bdf, attribute,
-                 self.swapper.writes.writes[(bdf, attribute)].value, applied.generation)
+        log.info("write %s/%s=%r: generation %d serves it", bdf, attribute,
+                 text.strip()[:32], applied.generation)
 
     async def clear(self) -> int:
         return await clear(self.swapper)

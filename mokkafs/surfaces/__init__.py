@@ -29,6 +29,7 @@ from mokkafs.surfaces import (
     proc_driver_nvidia,
     rdma_cm,
     sriov,
+    vfio,
 )
 from mokkafs.tree.assemble import Surface
 
@@ -40,6 +41,7 @@ SURFACES: tuple[Surface[Any], ...] = (
     infiniband.SURFACE,
     rdma_cm.SURFACE,
     nvidia_dev.SURFACE,
+    vfio.SURFACE,
     dmi.SURFACE,
     modules.SURFACE,
     proc_devices.SURFACE,

@@ -45,10 +45,11 @@ def ci_minor(gpu: int, gi: int, ci: int) -> int:
 
 
 def partitioned(state: State) -> list[MigGpu]:
-    """The MIG GPUs the view shows: those whose function is still on the bus's list."""
+    """The MIG GPUs the view shows: those whose function is still on the bus's list, bound
+    to the driver."""
     if "nvidia" not in state.pci_drivers:
         return []
-    present = {fn.bdf for fn in state.gpus()}
+    present = {fn.bdf for fn in state.gpus() if fn.driver == "nvidia"}
     return [gpu for gpu in state.mig if gpu.bdf in present]
 
 

@@ -4,7 +4,8 @@ drivers' ``module`` links and the modules' ``drivers/`` links (drivers/base/modu
 
 Which modules: the NVIDIA driver's (nvidia, nvidia_modeset, nvidia_uvm), and with InfiniBand
 the RDMA stack's (ib_core, mlx5_core, mlx5_ib, ib_uverbs, ib_umad, rdma_ucm) and
-nvidia_peermem, whose ``version`` NCCL checks before it turns GPUDirect RDMA on.
+nvidia_peermem, whose ``version`` NCCL checks before it turns GPUDirect RDMA on; where the
+profile loads vfio-pci, VFIO's (vfio, vfio_iommu_type1, vfio_pci_core, vfio_pci).
 
 - ``version``: only modules that declare MODULE_VERSION have one: the NVIDIA modules (the
   driver version); mlx5_core only when built from MLNX_OFED/DOCA-OFED (upstream removed it).
@@ -29,7 +30,8 @@ MODULES = "sys/module"
 PROC_MODULES = "proc/modules"
 # Every module a view may simulate (the shim redirects exactly these below /sys/module)
 NAMES = ("ib_core", "mlx5_core", "mlx5_ib", "ib_uverbs", "ib_umad", "rdma_ucm", "nvidia",
-         "nvidia_modeset", "nvidia_uvm", "nvidia_peermem")
+         "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "vfio", "vfio_iommu_type1",
+         "vfio_pci_core", "vfio_pci")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,13 @@ def loaded(state: State) -> tuple[Module, ...]:
         if state.rdma_loaded:
             out.append(Module("nvidia_peermem", 16384, ("nvidia", "ib_core"), drv.version,
                               "O", parameters=(("peerdirect_support", "0", 0o444),)))
+    if "vfio-pci" in state.pci_drivers:  # a passthrough node's (system.vfio_pci)
+        out += [
+            Module("vfio", 69632),
+            Module("vfio_iommu_type1", 49152, ("vfio",)),
+            Module("vfio_pci_core", 94208, ("vfio",)),
+            Module("vfio_pci", 16384, ("vfio_pci_core",), drivers=("vfio-pci",)),
+        ]
     return tuple(out)
 
 

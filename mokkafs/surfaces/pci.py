@@ -105,7 +105,7 @@ def _function(fn: PciFunction, state: State) -> Iterator[Node]:
         yield text(f"{d}/max_link_width", fn.link.max_width)
     # kernels since 6.13 keep the supported speeds they read at probe time
     yield text(f"{d}/max_link_speed", LINK_SPEEDS[fn.link.max_gen])
-    yield text(f"{d}/driver_override", "(null)", 0o644)
+    yield text(f"{d}/driver_override", fn.driver_override or "(null)", 0o644)
     yield text(f"{d}/msi_bus", 1, 0o644)
     yield text(f"{d}/dma_mask_bits", 64)
     yield text(f"{d}/consistent_dma_mask_bits", 64)

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from mokkafs.profile import sriov
 from mokkafs.state import State
-from mokkafs.writes.attributes import ATTRIBUTES, WriteRefused
+from mokkafs.writes import drivers, hotplug
+from mokkafs.writes.attributes import WriteRefused
+from mokkafs.writes.stores import KEPT, phase
 
 log = logging.getLogger(__name__)
 
@@ -40,22 +42,57 @@ class WriteBook:
     def write(self, bdf: str, attribute: str, text: str, served: State, wall: float) -> bool:
         """Take one write of ``text`` to ``attribute`` of the function at ``bdf``, checked
         against ``served`` (the State as the writes so far make it). False: it changes
-        nothing (the value it has). Raises ``WriteRefused``, and then nothing changes."""
-        attr = ATTRIBUTES.get(attribute)
+        nothing (the value it has). Raises ``WriteRefused``, and then nothing changes.
+        A bus file's store (``drivers.bus_store``: ``bdf`` is then the driver, or ``pci``)
+        names its function in ``text``."""
+        if attribute in drivers.DRIVER_STORES or attribute in drivers.BUS_STORES:
+            changes = drivers.bus_store(bdf, attribute, text, served)
+            for target, kept, to in changes:
+                self._keep(target, kept, to, wall)
+            return bool(changes)
+        if attribute == hotplug.RESCAN:
+            return self._rescan(bdf, text, served)
+        attr = KEPT.get(attribute)
         try:
             fn = served.function(bdf)
         except KeyError:
             fn = None
         if attr is None or fn is None or not attr.fits(fn):
             raise WriteRefused(13, f"{bdf}/{attribute} cannot be written")  # EACCES
+        if attribute == hotplug.REMOVE:
+            if not hotplug.asked(text):
+                return False
+            gone = hotplug.below(served, bdf)
+            for key in [k for k in self.writes if k[0] in gone]:
+                del self.writes[key]  # they end with their functions
+            self._keep(bdf, attribute, "1", wall)
+            return True
         value = attr.parse(text, fn)
         if value is None:
             return False
+        self._keep(bdf, attribute, value, wall)
+        return True
+
+    def _rescan(self, holder: str, text: str, served: State) -> bool:
+        """A rescan through ``holder`` (a function, or ``pci``): the removed functions it
+        reaches come back. False: there were none."""
+        if holder != "pci" and not hotplug.BUS.fullmatch(holder) \
+                and holder not in {fn.bdf for fn in served.functions}:
+            raise WriteRefused(13, f"{holder}/rescan cannot be written")  # EACCES
+        if not hotplug.asked(text):
+            return False
+        span = hotplug.rescanned(served, holder)
+        back = [k for k in self.writes if k[1] == hotplug.REMOVE and hotplug.reached(k[0], span)]
+        for key in back:
+            del self.writes[key]
+        self.taken += bool(back)
+        return bool(back)
+
+    def _keep(self, bdf: str, attribute: str, value: str, wall: float) -> None:
         key = (bdf, attribute)
         self.writes.pop(key, None)
         self.writes[key] = Write(bdf, attribute, value, wall)
         self.taken += 1
-        return True
 
     def refuse(self, code: int) -> None:
         self.refused[code] = self.refused.get(code, 0) + 1
@@ -69,9 +106,15 @@ class WriteBook:
     def merge(self, profile: State) -> State:
         """``profile`` with the writes applied in order and the VFs they make. A write whose
         function or attribute is gone, or whose value the new State refuses, is dropped."""
-        state = profile
+        state = self._apply(profile, 0)
+        # after the VFs are made: a binding's or a removal's target may be a VF
+        return self._apply(self._apply(sriov.with_vfs(state), 1), 2)
+
+    def _apply(self, state: State, step: int) -> State:
         for key, w in list(self.writes.items()):
-            attr = ATTRIBUTES[w.attribute]
+            if phase(w.attribute) != step:
+                continue
+            attr = KEPT[w.attribute]
             try:
                 fn = state.function(w.bdf)
             except KeyError:
@@ -84,13 +127,15 @@ class WriteBook:
             elif fn.sriov is not None and w.attribute == "sriov_numvfs" \
                     and int(w.value.partition(" ")[0]) > fn.sriov.total:
                 why = f"{w.bdf} has {fn.sriov.total} VFs at most"
+            else:
+                why = drivers.gone(state, w.attribute, w.value)
             if why is not None:
                 log.warning("write %s/%s=%s dropped: %s", w.bdf, w.attribute, w.value, why)
                 del self.writes[key]
                 self.dropped += 1
                 continue
             state = attr.apply(state, w.bdf, w.value)
-        return sriov.with_vfs(state)
+        return state
 
     def listing(self) -> list[dict[str, str | float]]:
         return [{"target": w.bdf, "attribute": w.attribute, "value": w.value, "at": w.at}

@@ -71,12 +71,14 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
         functions=functions,
         hcas=hcas,
         char_majors=majors(profile, bool(pci.hca_bdfs),
-                           any(fn.kind == "nvswitch" for fn in pci.functions), problems),
+                           any(fn.kind == "nvswitch" for fn in pci.functions), problems,
+                           profile.system.vfio_pci),
         nr_cpus=len(pci.machine.cpus),
         loaded_at=options.loaded_at,
         platform=platform(profile, options.node_name, options.node_index),
         driver=driver(profile),
-        pci_drivers=tuple(sorted({fn.driver for fn in functions if fn.driver})),
+        pci_drivers=tuple(sorted({fn.driver for fn in functions if fn.driver}
+                                 | ({"vfio-pci"} if profile.system.vfio_pci else set()))),
         rdma_loaded=bool(hcas),
         # The PCI side keeps the machine's shape (the functions' local CPUs); only whether
         # the view serves it follows the command line.

@@ -7,9 +7,11 @@ from mokkafs.profile.load import Problems
 from mokkafs.profile.schema import Profile
 from mokkafs.state import CharMajor
 
+MISC = 10  # the misc devices' fixed major (include/uapi/linux/major.h): /dev/vfio/vfio
+
 
 def majors(profile: Profile, ib: bool, nvswitch: bool, problems: Problems,
-            ) -> tuple[CharMajor, ...]:
+           vfio: bool = False) -> tuple[CharMajor, ...]:
     pd = profile.proc_devices
     named = [(pd.nvidia_frontend, "nvidia-frontend", "nvidia_frontend"),
              (pd.nvidia_uvm, "nvidia-uvm", "nvidia_uvm"),
@@ -18,6 +20,9 @@ def majors(profile: Profile, ib: bool, nvswitch: bool, problems: Problems,
               "nvidia_caps_imex_channels")]
     if nvswitch:
         named.append((pd.nvidia_nvswitch, "nvidia-nvswitch", "nvidia_nvswitch"))
+    if vfio:
+        named += [(pd.vfio, "vfio", "vfio"), (pd.vfio_dev, "vfio-dev", "vfio_dev"),
+                  (MISC, "misc", "misc")]
     if ib:
         named += [(pd.infiniband, "infiniband_mad", "infiniband"),
                   (pd.infiniband, "infiniband_verbs", "infiniband")]

@@ -61,6 +61,9 @@ class System(OpenSection):
     # mokkafs: which kernel module the driver is: the open one (Turing and newer's default
     # since 560) or the proprietary one (taints the kernel P, names itself differently)
     kernel_modules: Literal["open", "proprietary"] = "open"
+    # mokkafs: whether vfio-pci is loaded (a passthrough node: the GPU operator's vfio-manager
+    # or the DRA driver loads it); a stock DGX OS node does not (docs/writes.md)
+    vfio_pci: bool = False
     # mokkafs: the driver's IMEX parameters and channels (mokkafs.profile.imex)
     imex: ImexSection = ImexSection()
 

@@ -79,3 +79,6 @@ class ProcDevices(ClosedSection):
     # registered only where NVSwitches are on the node's bus (linux_nvswitch.c, dynamic)
     nvidia_nvswitch: int = Field(default=509, ge=1, le=511)
     infiniband: int = Field(default=231, ge=1, le=511)
+    # registered only where vfio-pci is loaded (drivers/vfio: dynamic, as nvidia-uvm's)
+    vfio: int = Field(default=508, ge=1, le=511)
+    vfio_dev: int = Field(default=507, ge=1, le=511)

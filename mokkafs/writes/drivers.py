@@ -1,0 +1,190 @@
+"""Driver binding by writes, as the kernel's driver core and PCI bus do it.
+
+A binding is kept as a write keyed by (function, ``driver``): its value is the driver bound,
+or empty for none. A function's override is kept as (function, ``driver_override``). The
+bus files name their target in what is written: ``drivers/<driver>/{bind,unbind}`` and
+``drivers_probe`` take a BDF, and ``bus_store`` turns one such store into the kept writes.
+
+The kernel's rules (drivers/base/bus.c ``bind_store``, ``unbind_store``,
+``drivers_probe_store``; drivers/base/driver.c ``driver_set_override``; drivers/pci/pci-driver.c
+``pci_match_device``):
+
+- A BDF is matched as ``sysfs_streq`` does: one trailing newline allowed.
+- ``bind``: ENODEV unless the BDF is a function the driver matches; EBUSY if it has a driver.
+- ``unbind``: ENODEV unless the BDF is a function bound to that driver.
+- ``drivers_probe``: ENODEV for no such function; a bound function, or one no loaded driver
+  matches, is left as it is, and the write succeeds.
+- A driver matches a function when the function's override names it; with an override set,
+  no other driver does. Without one, the driver whose ID table claims it (the profile's
+  binding, ``native_driver``; mlx5_core for any Mellanox function) matches.
+- ``driver_override``: the text up to a NUL, cut at its first newline; empty clears it.
+  A store of a page or more is EINVAL.
+- ``new_id`` (``new_id_store``): ``vendor device [subvendor subdevice class class_mask]`` in
+  hex, fewer than two fields EINVAL; every unbound function it matches (and whose override
+  does not name another driver) is bound. The ID itself is not kept for functions that come
+  later.
+- vfio-pci binds only a function in an IOMMU group (EINVAL otherwise, as
+  ``vfio_pci_core_register_device`` fails without one).
+
+An unbound HCA function loses its RDMA device and its netdev, as mlx5's remove takes them.
+Unbinding a PF with VFs is refused with EBUSY here; the kernel's mlx5 would disable them.
+"""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import replace
+
+from mokkafs.state import PciFunction, State
+from mokkafs.writes.attributes import Attribute, WriteRefused
+
+DRIVERS_DIR = "sys/bus/pci/drivers"
+BUS_DIR = "sys/bus/pci"
+DRIVER_STORES = ("bind", "unbind", "new_id")  # in a driver's directory
+VFIO = "vfio-pci"
+BUS_STORES = ("drivers_probe",)  # in the bus's directory
+MELLANOX = 0x15B3
+PAGE = 4096
+
+Change = tuple[str, str, str]  # (function, kept attribute, value)
+
+
+def is_bus_store(directory: str, name: str) -> bool:
+    """Whether ``directory/name`` is a bus file whose target is the BDF written to it."""
+    if name in DRIVER_STORES:
+        return directory.rpartition("/")[0] == DRIVERS_DIR
+    return name in BUS_STORES and directory == BUS_DIR
+
+
+def native(fn: PciFunction) -> str:
+    """The driver whose ID table claims ``fn``: the profile's binding."""
+    return fn.native_driver if fn.native_driver is not None else fn.driver
+
+
+def matches(fn: PciFunction, driver: str) -> bool:
+    """``pci_match_device``: the override decides where it is set; else the ID tables."""
+    if fn.driver_override is not None:
+        return fn.driver_override == driver
+    return driver == native(fn) or (driver == "mlx5_core" and fn.vendor == MELLANOX)
+
+
+def _function(text: str, served: State) -> PciFunction:
+    name = text[:-1] if text.endswith("\n") else text
+    try:
+        return served.function(name)
+    except KeyError:
+        raise WriteRefused(errno.ENODEV, f"no PCI function {name[:16]!r}") from None
+
+
+def _binding(fn: PciFunction, driver: str) -> Change:
+    if not driver and fn.sriov is not None and fn.sriov.numvfs:
+        raise WriteRefused(errno.EBUSY, f"{fn.bdf} has VFs; disable them before unbinding")
+    return (fn.bdf, "driver", driver)
+
+
+def _probes(fn: PciFunction, driver: str, served: State) -> bool:
+    """Whether ``driver``'s probe takes ``fn``."""
+    return driver != VFIO or (served.iommu and fn.iommu_group is not None)
+
+
+def _new_id(driver: str, text: str, served: State) -> list[Change]:
+    fields = text.split()[:7]
+    try:
+        ids = [int(f, 16) for f in fields[:6]]
+    except ValueError:
+        raise WriteRefused(errno.EINVAL, "not hexadecimal IDs") from None
+    if len(ids) < 2:
+        raise WriteRefused(errno.EINVAL, "a vendor and a device ID are needed")
+    any_id = 0xFFFFFFFF  # PCI_ANY_ID
+    vendor, device = ids[0], ids[1]
+    sub_vendor, sub_device = [*ids[2:4], any_id, any_id][:2]
+    cls, mask = [*ids[4:6], 0, 0][:2]
+
+    def claims(fn: PciFunction) -> bool:
+        return (vendor in (any_id, fn.vendor) and device in (any_id, fn.device)
+                and sub_vendor in (any_id, fn.subsystem_vendor)
+                and sub_device in (any_id, fn.subsystem_device)
+                and (fn.class_code ^ cls) & mask == 0
+                and fn.driver_override in (None, driver))
+    return [_binding(fn, driver) for fn in served.functions
+            if not fn.driver and claims(fn) and _probes(fn, driver, served)]
+
+
+def bus_store(holder: str, name: str, text: str, served: State) -> list[Change]:
+    """The kept writes one store to a bus file makes (none: it changes nothing).
+    ``holder``: the driver whose directory holds ``bind``/``unbind``; ``pci`` for the bus."""
+    text = text.partition("\0")[0]
+    if name == "new_id":
+        return _new_id(holder, text, served)
+    fn = _function(text, served)
+    if name == "bind":
+        if holder not in served.pci_drivers or not matches(fn, holder):
+            raise WriteRefused(errno.ENODEV, f"{holder} does not match {fn.bdf}")
+        if fn.driver:
+            raise WriteRefused(errno.EBUSY, f"{fn.bdf} is bound to {fn.driver}")
+        if not _probes(fn, holder, served):
+            raise WriteRefused(errno.EINVAL, f"{fn.bdf} is in no IOMMU group")
+        return [_binding(fn, holder)]
+    if name == "unbind":
+        if fn.driver != holder:
+            raise WriteRefused(errno.ENODEV, f"{fn.bdf} is not bound to {holder}")
+        return [_binding(fn, "")]
+    if name == "drivers_probe":
+        if fn.driver:
+            return []
+        for driver in served.pci_drivers:
+            if matches(fn, driver) and _probes(fn, driver, served):
+                return [_binding(fn, driver)]
+        return []
+    raise WriteRefused(errno.EACCES, f"{holder}/{name} cannot be written")
+
+
+def _override(text: str, fn: PciFunction) -> str | None:
+    if len(text) >= PAGE - 1:
+        raise WriteRefused(errno.EINVAL, "an override of a page or more")
+    value = text.partition("\0")[0].partition("\n")[0]
+    if value == (fn.driver_override or ""):
+        return None
+    return value
+
+
+def _edit(state: State, bdf: str, **fields: str | None) -> State:
+    def edit(fn: PciFunction) -> PciFunction:
+        if fn.bdf != bdf:
+            return fn
+        return replace(fn, native_driver=native(fn), **fields)  # type: ignore[arg-type]
+    return replace(state, functions=tuple(edit(fn) for fn in state.functions))
+
+
+def _apply_override(state: State, bdf: str, value: str) -> State:
+    return _edit(state, bdf, driver_override=value or None)
+
+
+def _apply_driver(state: State, bdf: str, value: str) -> State:
+    state = _edit(state, bdf, driver=value)
+    if value != "mlx5_core":  # mlx5 makes the RDMA device and the netdev as it probes
+        state = replace(state, hcas=tuple(h for h in state.hcas if h.bdf != bdf))
+    return state
+
+
+def _refuse_direct(text: str, fn: PciFunction) -> str | None:
+    # ``driver`` is a link: a binding is written through the driver's bind and unbind
+    raise WriteRefused(errno.EACCES, f"{fn.bdf}/driver cannot be written")
+
+
+def gone(state: State, attribute: str, value: str) -> str | None:
+    """Why a kept binding no longer applies over ``state`` (None: it does)."""
+    if attribute == "driver" and value and value not in state.pci_drivers:
+        return f"{value} is not loaded"
+    return None
+
+
+def _any(fn: PciFunction) -> bool:
+    return True
+
+
+ATTRIBUTES: dict[str, Attribute] = {
+    "driver_override": Attribute(_override, _apply_override, _any),
+    "driver": Attribute(_refuse_direct, _apply_driver, _any),
+}
+KEYED = tuple(ATTRIBUTES)  # applied after the VFs are made: a VF may be a target

@@ -1,0 +1,107 @@
+"""Hot-unplug and rescan by writes (drivers/pci/pci-sysfs.c ``remove_store``,
+``dev_rescan_store``, ``rescan_store``): a removed function is kept as the write
+(function, ``remove``); a rescan forgets it, and the function comes back as the profile has it.
+
+- ``<function>/remove``: ``kstrtoul(buf, 0)``, else EINVAL; 0 does nothing. Non-zero removes
+  the function, every function below it (a bridge's buses) and its VFs, with their RDMA
+  devices; their other writes end with them, as their ``pci_dev`` does.
+- ``/sys/bus/pci/rescan``: non-zero brings every removed function back.
+- ``<function>/rescan``: non-zero rescans the bus the function is on, and the buses below it:
+  the removed functions there come back.
+- ``pci_bus/<dddd:bb>/rescan`` (``rescan_store`` of the bus class): that bus and those below.
+- A function that comes back is probed afresh: its driver is the profile's, it has no
+  override and no VFs, as a new ``pci_dev`` has none.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from mokkafs.state import PciFunction, State
+from mokkafs.writes.attributes import Attribute, kstrtoul
+
+BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+BUS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}")
+BUS_DIR = "sys/bus/pci"
+REMOVE, RESCAN = "remove", "rescan"
+ULONG = (1 << 64) - 1
+
+
+def is_store(directory: str, name: str) -> bool:
+    """Whether ``directory/name`` is a function's ``remove`` or ``rescan``, or the bus's."""
+    parent, _, base = directory.rpartition("/")
+    if name == RESCAN and (directory == BUS_DIR or (
+            parent.rpartition("/")[2] == "pci_bus" and BUS.fullmatch(base) is not None)):
+        return True
+    return name in (REMOVE, RESCAN) and BDF.fullmatch(directory.rpartition("/")[2]) is not None
+
+
+def asked(text: str) -> bool:
+    """Whether the store asks for it: ``kstrtoul`` non-zero (raises EINVAL if malformed)."""
+    return kstrtoul(text, ULONG) != 0
+
+
+def _bus(bdf: str) -> tuple[str, int]:
+    return bdf[:4], int(bdf[5:7], 16)
+
+
+def _span(fn: PciFunction) -> tuple[str, int, int] | None:
+    """The buses below a bridge: (domain, secondary, subordinate)."""
+    if fn.bridge is None:
+        return None
+    return fn.bdf[:4], fn.bridge.secondary, fn.bridge.subordinate
+
+
+def _within(bdf: str, span: tuple[str, int, int]) -> bool:
+    domain, bus = _bus(bdf)
+    return domain == span[0] and span[1] <= bus <= span[2]
+
+
+def below(state: State, bdf: str) -> set[str]:
+    """``bdf``, the functions on the buses below it, and the VFs of any of them."""
+    fn = state.function(bdf)
+    span = _span(fn)
+    gone = {bdf} | ({f.bdf for f in state.functions if _within(f.bdf, span)} if span else set())
+    return gone | {f.bdf for f in state.functions if f.physfn in gone}
+
+
+def rescanned(state: State, holder: str) -> tuple[str, int, int] | None:
+    """The buses a rescan through ``holder``'s ``rescan`` reaches: the bus a function is on,
+    or the bus named ``dddd:bb``, and those below (None: every bus, the bus-wide rescan)."""
+    if holder == "pci":
+        return None
+    if BUS.fullmatch(holder):  # a bus's own rescan: the bridge whose secondary it is
+        domain, bus = holder[:4], int(holder[5:], 16)
+        for f in state.functions:
+            if f.bridge is not None and f.bdf[:4] == domain and f.bridge.secondary == bus:
+                return domain, bus, f.bridge.subordinate
+        return domain, bus, 0xFF  # a root bus
+    fn = state.function(holder)
+    parent = state.function(fn.parent) if fn.parent else None
+    domain, bus = _bus(fn.bdf)
+    if parent is not None and parent.bridge is not None:
+        return domain, bus, parent.bridge.subordinate
+    return domain, bus, 0xFF
+
+
+def reached(bdf: str, span: tuple[str, int, int] | None) -> bool:
+    return span is None or _within(bdf, span)
+
+
+def without(state: State, bdf: str) -> State:
+    """``state`` with the function at ``bdf`` removed, and all that goes with it."""
+    gone = below(state, bdf)
+    return replace(state, functions=tuple(f for f in state.functions if f.bdf not in gone),
+                   hcas=tuple(h for h in state.hcas if h.bdf not in gone))
+
+
+def _apply_remove(state: State, bdf: str, value: str) -> State:
+    return without(state, bdf)
+
+
+def _refuse(text: str, fn: PciFunction) -> str | None:
+    raise AssertionError("a removal is taken by WriteBook.write")  # pragma: no cover
+
+
+ATTRIBUTES: dict[str, Attribute] = {REMOVE: Attribute(_refuse, _apply_remove, lambda fn: True)}
