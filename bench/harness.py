@@ -54,6 +54,15 @@ def proc_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+def family(pid: int) -> list[int]:
+    """A process and its children (a daemon's compile child and kmsg mount), each once."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return [pid]
+    return [pid, *(p for c in children for p in family(int(c)))]
+
+
 def proc_kib(pid: int, key: str, source: str = "status") -> int:
     """A "key: value" line of /proc/<pid>/<source> (status, smaps_rollup), 0 if absent."""
     for line in Path(f"/proc/{pid}/{source}").read_text().splitlines():

@@ -115,7 +115,8 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
         "### Idle cost and memory\n",
         table([{k: v for k, v in idle.items() if not isinstance(v, dict)}],
               [k for k, v in idle.items() if not isinstance(v, dict)]),
-        "(no_machine: the same profile with `--no-machine`, without the CPUs and NUMA nodes)\n",
+        "(rss: the daemon process alone, the fleet below counts its children too; "
+        "no_machine: the same profile with `--no-machine`, without the CPUs and NUMA nodes)\n",
         table([{"hcas": h, "inodes": idle["inodes"][h], "rss_mib": v / 1024,
                 "inodes_no_machine": idle["inodes_no_machine"][h],
                 "rss_mib_no_machine": idle["rss_kib_no_machine"][h] / 1024}
@@ -134,7 +135,8 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
         "### Sysfs writes: `echo 4`, then `echo 0`, to a PF's `sriov_numvfs` until a new "
         "listing of the PF shows its VFs made or gone (from before the write)\n",
         table([result["writes"]], list(result["writes"])),
-        "### Fleet on one machine (pythonoptimize 2: as deploy/ runs the daemon)\n",
+        "### Fleet on one machine (pythonoptimize 2: as deploy/ runs the daemon; each node's "
+        "processes counted: the daemon, its compile child, its kmsg mount)\n",
         table(fleets, list(fleets[0])),
         "### The preload shim on paths outside its prefixes\n",
         table(shim, ["op", "without_ops_s", "with_ops_s", "ns_added", "x"]),
