@@ -92,7 +92,7 @@ class KeptWrite(_Closed):
     bdf: Annotated[str, Field(pattern=r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")]
     attribute: Name
     # as a store keeps it: a VF count, or a driver's name (empty: none; _value checks which)
-    value: Annotated[str, Field(pattern=r"^[^\n\x00]{0,4094}$")]
+    value: Annotated[str, Field(max_length=4094, pattern=r"^[^\n\x00]*$")]
     at: Finite
 
     @field_validator("attribute")
