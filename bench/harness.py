@@ -56,11 +56,11 @@ def proc_ticks(pid: int) -> int:
 
 def family(pid: int) -> list[int]:
     """A process and its children (a daemon's compile child and kmsg mount), each once."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return [pid]
-    return [pid, *(p for c in children for p in family(int(c)))]
+    children: list[str] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):  # a worker thread's children are its
+        with contextlib.suppress(OSError):
+            children += (task / "children").read_text().split()
+    return [pid, *(p for c in dict.fromkeys(children) for p in family(int(c)))]
 
 
 def proc_kib(pid: int, key: str, source: str = "status") -> int:
