@@ -15,6 +15,7 @@ from bench.figures.faults import fault_onsets
 from bench.figures.fleet import fleet
 from bench.figures.floor import request_floor
 from bench.figures.idle import idle_and_rss
+from bench.figures.kmsg import xid_lag
 from bench.figures.monitoring import monitoring
 from bench.figures.reads import reads
 from bench.figures.scrapes import UPTIME, scrapes
@@ -52,6 +53,8 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
         log(f"monitoring, uptime {m['uptime_s']:g} s: {m['core_pct']:.3f} % of a core")
     log("fault onsets")
     faults = fault_onsets(sizes.faults, tmp)
+    log("Xids read by a kmsg follower")
+    kmsg = xid_lag(sizes.faults, tmp)
     log("sysfs writes seen by a new reader")
     writes = write_visibility(sizes.writes, tmp)
     log("a fleet on one machine, run plainly and as deploy/ runs it")
@@ -61,7 +64,7 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     return {"machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
             "quick": sizes is QUICK, "reads": rows, "floor": floor, "swap": swap, "idle": idle,
             "compile_storm": storm, "node_exporter": ne, "monitoring": mon, "faults": faults,
-            "writes": writes, "fleet": fleets, "shim": shim}
+            "kmsg": kmsg, "writes": writes, "fleet": fleets, "shim": shim}
 
 
 def main() -> None:

@@ -132,6 +132,9 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
         table(mon, list(mon[0])),
         "### Fault transitions: how long after their scheduled time a reader sees them\n",
         table([faults], list(faults)),
+        "### The kernel log: how long after its scheduled time a follower blocked in a read "
+        "of `dev/kmsg` gets an Xid\n",
+        table([result["kmsg"]], list(result["kmsg"])),
         "### Sysfs writes: `echo 4`, then `echo 0`, to a PF's `sriov_numvfs` until a new "
         "listing of the PF shows its VFs made or gone (from before the write)\n",
         table([result["writes"]], list(result["writes"])),
