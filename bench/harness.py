@@ -64,8 +64,13 @@ def family(pid: int) -> list[int]:
 
 
 def proc_kib(pid: int, key: str, source: str = "status") -> int:
-    """A "key: value" line of /proc/<pid>/<source> (status, smaps_rollup), 0 if absent."""
-    for line in Path(f"/proc/{pid}/{source}").read_text().splitlines():
+    """A "key: value" line of /proc/<pid>/<source> (status, smaps_rollup), 0 if absent or the
+    process is gone (a short-lived child of a daemon)."""
+    try:
+        text = Path(f"/proc/{pid}/{source}").read_text()
+    except (ProcessLookupError, FileNotFoundError):
+        return 0
+    for line in text.splitlines():
         if line.startswith(key + ":"):
             return int(line.split()[1])
     return 0

@@ -12,8 +12,6 @@ from mokkafs.serve.layers import Layers
 from mokkafs.serve.record import KeptWrite, record, restore
 from mokkafs.state import State
 from mokkafs.surfaces.dev import char_devices
-from mokkafs.writes.attributes import WriteRefused
-from mokkafs.writes.book import WriteBook
 from mokkafs.writes.stores import writable
 from tests.helpers.live import profile_text
 from tests.helpers.profiles import (
@@ -24,6 +22,7 @@ from tests.helpers.profiles import (
     state_of,
     tree_of,
 )
+from tests.helpers.write_book import refused, written
 
 GPU = H100_GPU0
 
@@ -33,19 +32,6 @@ def h100() -> State:
     return state_of("h100")
 
 
-def written(state: State, *writes: tuple[str, str, str]) -> tuple[WriteBook, State]:
-    book = WriteBook()
-    served = book.merge(state)
-    for holder, name, text in writes:
-        book.write(holder, name, text, served, 0.0)
-        served = book.merge(state)
-    return book, served
-
-
-def refused(state: State, *writes: tuple[str, str, str]) -> int:
-    with pytest.raises(WriteRefused) as info:
-        written(state, *writes)
-    return info.value.errno
 
 
 def test_the_bus_files_and_the_override_are_stores() -> None:

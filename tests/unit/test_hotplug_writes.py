@@ -11,9 +11,9 @@ import pytest
 from mokkafs.state import State
 from mokkafs.surfaces.dev import char_devices
 from mokkafs.writes.attributes import WriteRefused
-from mokkafs.writes.book import WriteBook
 from mokkafs.writes.stores import writable
 from tests.helpers.profiles import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
+from tests.helpers.write_book import written
 
 GPU = H100_GPU0
 
@@ -22,14 +22,6 @@ GPU = H100_GPU0
 def h100() -> State:
     return state_of("h100")
 
-
-def written(state: State, *writes: tuple[str, str, str]) -> tuple[WriteBook, State]:
-    book = WriteBook()
-    served = book.merge(state)
-    for holder, name, text in writes:
-        book.write(holder, name, text, served, 0.0)
-        served = book.merge(state)
-    return book, served
 
 
 def test_the_stores() -> None:

@@ -12,29 +12,15 @@ from pathlib import Path
 import pytest
 
 from mokkafs.profile.sriov import TOTAL_VFS, VF_DEVICE, vf_bdf
-from mokkafs.state import State
 from mokkafs.surfaces.net import names
 from mokkafs.writes.attributes import WriteRefused, kstrtobool, kstrtoul
-from mokkafs.writes.book import WriteBook
 from tests.helpers.mounts import SHIPPED_PROFILES
 from tests.helpers.profiles import H100_NIC0, read_following_links, state_of, tree_of
+from tests.helpers.write_book import refused, written
 
 PF = H100_NIC0  # mlx5_0, ibp24s0
 
 
-def written(state: State, *writes: tuple[str, str, str]) -> tuple[WriteBook, State]:
-    book = WriteBook()
-    served = book.merge(state)
-    for bdf, attribute, text in writes:
-        book.write(bdf, attribute, text, served, 0.0)
-        served = book.merge(state)
-    return book, served
-
-
-def refused(state: State, *writes: tuple[str, str, str]) -> int:
-    with pytest.raises(WriteRefused) as info:
-        written(state, *writes)
-    return info.value.errno
 
 
 @pytest.mark.parametrize("profile", ["h100", "h200", "b200", "gb200", "gb300"])
