@@ -140,13 +140,13 @@ def listing(swapper: Swapper) -> list[dict[str, Any]]:
 async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
     op = request.get("op")
     if op == "list":
-        return {"ok": True, "faults": listing(swapper), "writes": swapper.writes.listing()}
+        return {"ok": True, "faults": listing(swapper), "writes": swapper.layers.writes.listing()}
     if op == "mig":  # mokkafs mig (mokkafs.serve.mig)
         from mokkafs.serve.mig import handle as mig_handle
         return await mig_handle(request, swapper)
     if op in ("writes", "clear-writes"):  # mokkafs writes list|clear (docs/writes.md)
         cleared = await writes.clear(swapper) if op == "clear-writes" else 0
-        return {"ok": True, "writes": swapper.writes.listing(), "cleared": cleared}
+        return {"ok": True, "writes": swapper.layers.writes.listing(), "cleared": cleared}
     if op == "apply":
         filename = str(request.get("file", "the fault file"))
         document, _ = parse_as(FaultFile, str(request.get("text", "")), filename)

@@ -81,14 +81,6 @@ class Swapper:
         self._record(self.state, counts, self.shown_at)
 
     @property
-    def book(self) -> FaultBook:
-        return self.layers.book
-
-    @property
-    def writes(self) -> WriteBook:
-        return self.layers.writes
-
-    @property
     def effective(self) -> State:
         """The State as served: its faults' effects as of the last install."""
         return at(self.state, self.shown_at)

@@ -29,7 +29,7 @@ class Writer:
 
     def report(self) -> dict[str, Any]:
         """The writes served, and how many were taken, refused (by errno) and dropped."""
-        book = self.swapper.writes
+        book = self.swapper.layers.writes
         return {"list": book.listing(), "taken": book.taken, "dropped": book.dropped,
                 "refused": {errno.errorcode.get(c, str(c)): n for c, n in book.refused.items()}}
 
@@ -45,7 +45,7 @@ class Writer:
         try:
             applied = await self.swapper.rewrite(change)
         except WriteRefused as exc:
-            self.swapper.writes.refuse(exc.errno)
+            self.swapper.layers.writes.refuse(exc.errno)
             log.info("write %s/%s=%r refused (%s): %s", bdf, attribute, text.strip()[:32],
                      errno.errorcode.get(exc.errno, exc.errno), exc.reason)
             raise
