@@ -125,3 +125,8 @@ class State:
 
     def gpus(self) -> tuple[PciFunction, ...]:
         return tuple(fn for fn in self.functions if fn.kind == "gpu")
+
+    def driven_gpus(self) -> tuple[PciFunction, ...]:
+        """The GPUs bound to the NVIDIA driver: those it has files and device nodes for (an
+        unbound GPU, or one passed to vfio-pci, has neither; ``mokkafs.writes.drivers``)."""
+        return tuple(fn for fn in self.gpus() if fn.driver == "nvidia")

@@ -49,7 +49,7 @@ def partitioned(state: State) -> list[MigGpu]:
     to the driver."""
     if "nvidia" not in state.pci_drivers:
         return []
-    present = {fn.bdf for fn in state.gpus() if fn.driver == "nvidia"}
+    present = {fn.bdf for fn in state.driven_gpus()}
     return [gpu for gpu in state.mig if gpu.bdf in present]
 
 

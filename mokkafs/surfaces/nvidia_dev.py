@@ -61,8 +61,8 @@ def device_numbers(state: State) -> list[DevNode]:
         return []
     front, uvm, caps = (state.major(n) for n in ("nvidia-frontend", "nvidia-uvm",
                                                    "nvidia-caps"))
-    minors = sorted(fn.gpu.minor for fn in state.gpus()  # an unbound GPU has no node
-                    if fn.gpu is not None and fn.driver == "nvidia")
+    minors = sorted(fn.gpu.minor for fn in state.driven_gpus()  # an unbound GPU has no node
+                    if fn.gpu is not None)
     out = [(f"/dev/nvidia{minor}", front, minor, MODE_ALL) for minor in minors]
     out += [("/dev/nvidiactl", front, CTL_MINOR, MODE_ALL),
             ("/dev/nvidia-modeset", front, MODESET_MINOR, MODE_ALL),

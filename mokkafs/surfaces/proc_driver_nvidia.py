@@ -135,7 +135,7 @@ def nodes(state: State) -> Iterator[Node]:
     yield Dir("proc/driver")  # always: containers get it bound over their own
     if "nvidia" not in state.pci_drivers:  # (faults that remove every GPU leave it loaded)
         return
-    gpus = [fn for fn in state.gpus() if fn.driver == "nvidia"]  # unbound: no entry
+    gpus = state.driven_gpus()  # unbound: no entry
     yield Dir(DRIVER)
     yield File(f"{DRIVER}/version", version_text(state).encode())
     yield File(f"{DRIVER}/params", params_text(state).encode())
