@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.reader import PAGE, Unreadable
+from mokkafs.profile.bdf import BDF_TEXT
 
 BUS = "sys/bus/pci/devices"
-BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 UNPRIVILEGED_CONFIG = 64  # what the kernel shows a reader without CAP_SYS_ADMIN
 # Files of a function's directory that are not attributes to keep: binary ones read apart,
@@ -58,7 +58,7 @@ def _place(root: Root, bdf: str, notes: Notes) -> tuple[str, list[str], str] | N
         notes.add(f"PCI functions skipped: {exc.reason}", f"{BUS}/{bdf}")
         return None
     if len(parts) < 4 or parts[:2] != ["sys", "devices"] or not ROOT.fullmatch(parts[2]) \
-            or parts[-1] != bdf or not all(BDF.fullmatch(p) for p in parts[3:]):
+            or parts[-1] != bdf or not all(BDF_TEXT.fullmatch(p) for p in parts[3:]):
         notes.add("PCI functions skipped: a bus link to no place below sys/devices/pciDDDD:BB",
                   f"{BUS}/{bdf}")
         return None
@@ -127,7 +127,7 @@ def functions(root: Root, notes: Notes) -> list[Function]:
         return []
     out = []
     for entry in entries:
-        if not BDF.fullmatch(entry.name):
+        if not BDF_TEXT.fullmatch(entry.name):
             notes.add("entries skipped: a name no PCI address has", f"{BUS}/{entry.name}")
             continue
         where = _place(root, entry.name, notes)

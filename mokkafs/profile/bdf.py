@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# A function's address as sysfs names it (lower case, 4-digit domain); ``fullmatch`` it.
+BDF_TEXT = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+BUS_TEXT = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}")  # a bus, as pci_bus/ names it
 _BDF = re.compile(r"^(?:0{4})?([0-9a-f]{4}):([0-9a-f]{2}):([01][0-9a-f])\.([0-7])$")
 _ROOT = re.compile(r"^pci([0-9a-f]{4}):([0-9a-f]{2})$")
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mokkafs.faults.book import FaultBook
 from mokkafs.model.mig import ComputeInstance, GpuInstance
+from mokkafs.profile.bdf import BDF_TEXT
 from mokkafs.profile.schema import MAX_FAULTS, Fault
 from mokkafs.serve.layers import Layers
 from mokkafs.serve.mig import MigLayer
@@ -89,7 +90,7 @@ class KeptLayout(_Closed):
 
 
 class KeptWrite(_Closed):
-    bdf: Annotated[str, Field(pattern=r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")]
+    bdf: Annotated[str, Field(pattern=f"^{BDF_TEXT.pattern}$")]
     attribute: Name
     # as a store keeps it: a VF count, or a driver's name (empty: none; _value checks which)
     value: Annotated[str, Field(max_length=4094, pattern=r"^[^\n\x00]*$")]

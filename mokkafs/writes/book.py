@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass, field
 
 from mokkafs.profile import sriov
+from mokkafs.profile.bdf import BUS_TEXT
 from mokkafs.state import State
 from mokkafs.writes import drivers, hotplug
 from mokkafs.writes.attributes import WriteRefused
@@ -76,7 +77,7 @@ class WriteBook:
     def _rescan(self, holder: str, text: str, served: State) -> bool:
         """A rescan through ``holder`` (a function, or ``pci``): the removed functions it
         reaches come back. False: there were none."""
-        if holder != "pci" and not hotplug.BUS.fullmatch(holder) \
+        if holder != "pci" and not BUS_TEXT.fullmatch(holder) \
                 and holder not in {fn.bdf for fn in served.functions}:
             raise WriteRefused(13, f"{holder}/rescan cannot be written")  # EACCES
         if not hotplug.asked(text):

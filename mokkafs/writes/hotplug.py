@@ -15,14 +15,12 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
+from mokkafs.profile.bdf import BDF_TEXT, BUS_TEXT
 from mokkafs.state import PciFunction, State
 from mokkafs.writes.attributes import Attribute, kstrtoul
 
-BDF = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
-BUS = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}")
 BUS_DIR = "sys/bus/pci"
 REMOVE, RESCAN = "remove", "rescan"
 ULONG = (1 << 64) - 1
@@ -32,9 +30,9 @@ def is_store(directory: str, name: str) -> bool:
     """Whether ``directory/name`` is a function's ``remove`` or ``rescan``, or the bus's."""
     parent, _, base = directory.rpartition("/")
     if name == RESCAN and (directory == BUS_DIR or (
-            parent.rpartition("/")[2] == "pci_bus" and BUS.fullmatch(base) is not None)):
+            parent.rpartition("/")[2] == "pci_bus" and BUS_TEXT.fullmatch(base) is not None)):
         return True
-    return name in (REMOVE, RESCAN) and BDF.fullmatch(directory.rpartition("/")[2]) is not None
+    return name in (REMOVE, RESCAN) and BDF_TEXT.fullmatch(directory.rpartition("/")[2]) is not None
 
 
 def asked(text: str) -> bool:
@@ -71,7 +69,7 @@ def rescanned(state: State, holder: str) -> tuple[str, int, int] | None:
     or the bus named ``dddd:bb``, and those below (None: every bus, the bus-wide rescan)."""
     if holder == "pci":
         return None
-    if BUS.fullmatch(holder):  # a bus's own rescan: the bridge whose secondary it is
+    if BUS_TEXT.fullmatch(holder):  # a bus's own rescan: the bridge whose secondary it is
         domain, bus = holder[:4], int(holder[5:], 16)
         for f in state.functions:
             if f.bridge is not None and f.bdf[:4] == domain and f.bridge.secondary == bus:
