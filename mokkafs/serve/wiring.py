@@ -76,7 +76,8 @@ def wire(args: argparse.Namespace, clock: Clock = time.monotonic) -> tuple[Confi
         host_dev=args.host_dev_root if args.host_dev else None)
     at_this_moment = options(args, clock)
     # The first compile runs here, before the mount; every later one in a child process,
-    # off the serving process's GIL (source/child.py).
-    child = CompileChild(at_this_moment, **({"seconds": args.compile_timeout}
-                                            if args.compile_timeout is not None else {}))
+    # off the serving process's GIL, started at the first change and ended when idle
+    # (source/child.py).
+    bounds = {"seconds": args.compile_timeout, "idle": args.compile_idle}
+    child = CompileChild(at_this_moment, **{k: v for k, v in bounds.items() if v is not None})
     return config, Wiring(FileSource(path, compiler(at_this_moment), remote=child), clock=clock)

@@ -10,6 +10,11 @@ request) is replaced at the next request; its error keeps the last good State. T
 holds the ``PciCache`` that lets a compile reuse the last one's PCI side (``profile.compile``),
 for as long as it lives.
 
+The child starts at the first change, not with the daemon, and ends once it has been idle
+``idle`` seconds (``expire``): a node whose profile does not change holds no compiling
+process, and so does not pay its memory (the size of a daemon). A storm of edits keeps one
+child, its cache warm; the first change after a quiet spell starts a new one, its cache cold.
+
 Frames are an 8-byte little-endian length and a pickle. Only this process's own child speaks
 on the pipe, so what is unpickled is what the daemon's own code pickled.
 """
@@ -39,6 +44,7 @@ log = logging.getLogger(__name__)
 
 COMPILE_SECONDS = 30.0  # the largest allowed profile compiles in well under a second
 COMPILE_BYTES = 2 << 30  # address space of the child: the largest profile peaks far below
+IDLE_SECONDS = 60.0  # a child unused this long ends; the next change starts another
 _LENGTH = struct.Struct("<Q")
 
 Reply = tuple[str, object]  # ("state", State) | ("problems", (file, [Problem])) | ("bug", text)
@@ -49,13 +55,16 @@ class CompileChild:
     ``compile`` is called from the trio thread, one request at a time."""
 
     def __init__(self, options: Callable[[], Options], seconds: float = COMPILE_SECONDS,
-                 memory: int = COMPILE_BYTES) -> None:
+                 memory: int = COMPILE_BYTES, idle: float = IDLE_SECONDS) -> None:
         self.options = options
         self.seconds = seconds
         self.memory = memory
+        self.idle = idle
         self.started = 0  # children started so far
         self._process: trio.Process | None = None
         self._lock = trio.Lock()
+        self._used = trio.Event()  # set at the end of each request
+        self._last = 0.0  # trio time of the end of the last request
 
     @property
     def pid(self) -> int | None:
@@ -93,6 +102,9 @@ class CompileChild:
             except BaseException:  # cancelled (abandoned) or worse: its answer is not wanted
                 await self._stop()
                 raise
+            finally:
+                self._last = trio.current_time()
+                self._used.set()
         kind, payload = await trio.to_thread.run_sync(pickle.loads, frame)
         if kind == "state":
             assert isinstance(payload, State)
@@ -126,6 +138,24 @@ class CompileChild:
                 if stream is not None:
                     await stream.aclose()
         return process.returncode
+
+    async def expire(self) -> None:
+        """End the child each time it has been idle ``idle`` seconds; runs until cancelled."""
+        while True:
+            await self._used.wait()
+            self._used = trio.Event()
+            while True:
+                with trio.move_on_after(self.idle) as quiet:
+                    await self._used.wait()
+                    self._used = trio.Event()
+                if quiet.cancelled_caught:
+                    break
+            async with self._lock:  # never during a request
+                if self._process is not None and \
+                        trio.current_time() - self._last >= self.idle:
+                    log.info("the compiling process %d was idle %g s; ending it",
+                             self._process.pid, self.idle)
+                    await self._stop()
 
     async def aclose(self) -> None:
         await self._stop()

@@ -62,6 +62,8 @@ class Remote(Protocol):
 
     async def compile(self, text: str, filename: str) -> State: ...
 
+    async def expire(self) -> None: ...
+
     async def aclose(self) -> None: ...
 
 
@@ -146,13 +148,18 @@ class FileSource:
             log.exception("reading %s failed", self.path)
             return Update(None, internal_error(f"reading {self.path}", exc), self.clock())
 
-    async def _load_remote(self, remote: Remote) -> tuple[Update, bytes | None]:
+    async def _load_remote(self, remote: Remote, forced: bool
+                           ) -> tuple[Update | None, bytes | None]:
         """``_load``, with the compile in ``remote``: the read in a worker thread, the
-        compile awaited (cancelling the step abandons it)."""
+        compile awaited (cancelling the step abandons it). No update (None) for the bytes last
+        sent when no step is sending and no reload asks: nothing is compiled for them, so the
+        read after the watches are set (at start) starts no compiling process."""
         text = await trio.to_thread.run_sync(self._read, abandon_on_cancel=True)
         if isinstance(text, Update):
             return text, None
         digest = _digest(text)
+        if digest == self._digest and not forced and not self._delivering.locked():
+            return None, digest
         try:
             state = await remote.compile(text, str(self.path))
         except MokkafsError as exc:
@@ -172,7 +179,10 @@ class FileSource:
                 update, digest = await trio.to_thread.run_sync(self._load,
                                                                abandon_on_cancel=True)
             else:
-                update, digest = await self._load_remote(self.remote)
+                found, digest = await self._load_remote(self.remote, forced)
+                if found is None:
+                    return
+                update = found
             # One step delivers at a time, and judges by the bytes sent last only then: a step
             # started while an earlier one was sending the same bytes must not send them again.
             async with self._delivering:
@@ -218,6 +228,8 @@ class FileSource:
             self._wake.set()  # the file may have changed between initial() and the watch
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._watch, watches)
+                if self.remote is not None:
+                    nursery.start_soon(self.remote.expire)
                 while True:
                     await self._wake.wait()
                     self._wake = trio.Event()

@@ -37,6 +37,25 @@ def test_a_change_is_compiled_in_another_process(tmp_path: Path) -> None:
         assert live.ready()["last_error"] is None
 
 
+def test_the_compiling_process_starts_at_a_change_and_ends_when_idle(tmp_path: Path) -> None:
+    with live_mount(tmp_path, extra=["--compile-idle", "1"]) as live:
+        reads = "mokkafs_source_reads_total"
+        # the read after the watches are set: the bytes compiled before the mount, not again
+        wait_for(lambda: live.metric(reads) >= 1, 20, "the source's first read")
+        assert live.ready()["compile_pid"] is None
+        live.profile.write_text(live.profile.read_text())  # the same bytes, written in place
+        wait_for(lambda: live.metric(reads) >= 2, 20, "the read of the same bytes")
+        assert live.ready()["compile_pid"] is None and live.generation() == 1
+        rename_over(live, profile_text("h100"))
+        live.wait_generation(2)
+        pid = compile_pid(live)
+        wait_for(lambda: live.ready()["compile_pid"] is None, 30, "the idle child's end")
+        assert not Path(f"/proc/{pid}").exists()  # ended and reaped, by the daemon
+        rename_over(live, profile_text("t4"))
+        live.wait_generation(3)
+        assert compile_pid(live) != pid and live.ready()["last_error"] is None
+
+
 def test_a_compile_that_hangs_is_killed_and_the_last_view_serves(tmp_path: Path) -> None:
     with live_mount(tmp_path, extra=["--compile-timeout", "5"],
                     expect=["keeping generation 2"]) as live:

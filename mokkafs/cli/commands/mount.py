@@ -31,6 +31,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     mount.add_argument("--compile-timeout", type=float, default=None, metavar="SECONDS",
                        help="a profile change's compile (in a child process) that takes longer "
                             "is killed, the last good view kept (default: 30)")
+    mount.add_argument("--compile-idle", type=float, default=None, metavar="SECONDS",
+                       help="the compiling process ends once no change came for this long; "
+                            "the next change starts another (default: 60)")
     mount.add_argument("--health", metavar="HOST:PORT", default=None,
                        help="serve /healthz and /readyz alone there, for liveness and "
                             "readiness probes: clients of the metrics port cannot take its "
