@@ -1,7 +1,10 @@
 """The faults applied at run time (through the control socket), kept as written, and resolved
 against every new profile State: a fault whose target a profile swap removes ends, with a log
 line. Clearing a profile's own fault holds it off until the profile changes that fault's
-definition. Pure: the daemon (``mokkafs.serve``) owns one and changes it under its lock."""
+definition. Pure: the daemon (``mokkafs.serve``) owns one and changes it under its lock.
+
+The profile's fault compiler (and with it the schema, pydantic) is imported at the first
+fault applied at run time: a daemon at rest never loads it."""
 
 from __future__ import annotations
 
@@ -10,12 +13,13 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from mokkafs.errors import FaultError, UsageError
-from mokkafs.profile.faults import compile_faults, over_bounds
-from mokkafs.profile.load import Problems
-from mokkafs.profile.schema import Fault
 from mokkafs.state import FaultSpec, State
+
+if TYPE_CHECKING:
+    from mokkafs.profile.schema import Fault
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,9 @@ class FaultBook:
 
     def apply(self, faults: list[Fault], profile: State, filename: str) -> None:
         """Add (or replace, by name) faults; raises ``FaultError`` naming every problem."""
+        from mokkafs.profile.faults import compile_faults, over_bounds
+        from mokkafs.profile.problems import Problems
+
         problems = Problems(filename, {})
         specs = compile_faults(faults, profile, ("faults",), problems, "control")
         own = {f.name for f in profile.faults}
@@ -97,6 +104,9 @@ class FaultBook:
                      if any(f.name == n and fingerprint(f) == d for f in profile.faults)}
         names = {f.name for f in profile.faults}
         added: list[FaultSpec] = []
+        if self.control:
+            from mokkafs.profile.faults import compile_faults, over_bounds
+            from mokkafs.profile.problems import Problems
         for name, fault in list(self.control.items()):
             problems = Problems("the control socket", {})
             specs = compile_faults([fault], profile, ("faults",), problems, "control")

@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass
 
 from mokkafs.profile.bdf import Bdf
-from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import DeviceOverride, Profile
 from mokkafs.state import Bar, GpuInfo, PcieLink
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
-from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import MAX_FAULTS, Fault
 from mokkafs.profile.xid import MAX_XID_RECORDS, xid_problems
 from mokkafs.state import IB_ERROR_COUNTERS, IB_HW_COUNTERS, FaultSpec, State

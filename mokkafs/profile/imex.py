@@ -3,15 +3,11 @@ and the channels whose device nodes exist (docs/mig-imex.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import Field
 
 from mokkafs.model.mig import Imex
+from mokkafs.profile.problems import Problems
 from mokkafs.profile.values import ClosedSection
-
-if TYPE_CHECKING:  # (load imports the schema, which imports this)
-    from mokkafs.profile.load import Problems
 
 # NVreg_ImexChannelCount's default and the largest count the driver accepts (nv-reg.h: the
 # channel minors share the nvidia-caps-imex-channels major's 2^20 minors)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from mokkafs.profile import identity, vpd
 from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.devices import Gpu
-from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import InfiniBand
 from mokkafs.state import IB_ERROR_COUNTERS, Hca, IbPort, PciFunction, Traffic
 

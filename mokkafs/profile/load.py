@@ -21,9 +21,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from mokkafs.errors import Problem, ProfileError
+from mokkafs.profile.problems import YamlPath, format_path, line_for
 from mokkafs.profile.schema import Profile
 
-YamlPath = tuple[str | int, ...]
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 # nvml-mock's largest profile composes to about 700 nodes; a node with 256 HCAs, every GPU and
@@ -33,16 +33,6 @@ M = TypeVar("M", bound=BaseModel)
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 _TOKEN = re.compile(r"'<[a-z ]+>'")
 _WHAT = {"Profile": "a mokkafs (nvml-mock) profile", "FaultFile": "a fault file"}
-
-
-def format_path(path: YamlPath) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -100,32 +90,6 @@ def _walk(root: yaml.Node) -> Iterator[tuple[YamlPath, int, bool]]:
                 names.add(name)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((item, (*path, i)) for i, item in reversed(list(enumerate(node.value))))
-
-
-def line_for(lines: dict[YamlPath, int], path: YamlPath) -> int | None:
-    """The line of ``path``, else of its nearest ancestor that has one."""
-    while path:
-        if path in lines:
-            return lines[path]
-        path = path[:-1]
-    return lines.get(())
-
-
-class Problems:
-    """The problems found in one profile so far, each located by its YAML path."""
-
-    def __init__(self, filename: str, lines: dict[YamlPath, int]) -> None:
-        self.filename = filename
-        self.lines = lines
-        self.items: list[Problem] = []
-
-    def add(self, path: YamlPath, message: str) -> None:
-        self.items.append(Problem(format_path(path), message, line_for(self.lines, path)))
-
-    def check(self) -> None:
-        """Raise ``ProfileError`` naming every problem, if there is any."""
-        if self.items:
-            raise ProfileError(self.filename, self.items)
 
 
 def _describe(err: Any) -> str:

@@ -23,17 +23,15 @@ declared instances by a counter instead, so a profile whose NVML side must agree
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from pydantic import Field
 
 from mokkafs.model.mig import ComputeInstance, GpuInstance, MigGpu
 from mokkafs.profile.mig_tables import CI_NVML, CI_SLICES, NVML_ENUM, SHAPES, TABLES, Shape
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.values import ClosedSection, OpenSection, Text
 from mokkafs.state import PciFunction
-
-if TYPE_CHECKING:  # (load imports the schema, which imports this)
-    from mokkafs.profile.load import Problems, YamlPath
 
 UNITS = 8  # memory units of a MIG-capable board (placements are in these)
 SLICES = 7  # compute slices

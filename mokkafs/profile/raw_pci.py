@@ -4,7 +4,7 @@ and the bridges (kept or made) above them."""
 
 from __future__ import annotations
 
-from mokkafs.profile.load import Problems
+from mokkafs.profile.problems import Problems
 from mokkafs.profile.sections.raw_functions import RawFunction
 from mokkafs.state import Bridge, PcieLink, PciFunction, RootComplex
 

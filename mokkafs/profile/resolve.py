@@ -1,4 +1,7 @@
-"""Find a profile by shipped name or path, read it, and compile it (the I/O edge of profiles)."""
+"""Find a profile by shipped name or path, read it, and compile it (the I/O edge of profiles).
+
+Finding and reading need no schema; the compiler (and with it pydantic) is imported at the
+first compile, so a daemon, whose compiles run in a child process, never loads it."""
 
 from __future__ import annotations
 
@@ -6,13 +9,14 @@ import errno
 import os
 import stat
 from pathlib import Path
-
-import yaml
+from typing import TYPE_CHECKING
 
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile.compile import Options, PciCache, compile_profile
-from mokkafs.profile.load import parse
+from mokkafs.profile.options import Options
 from mokkafs.state import State
+
+if TYPE_CHECKING:
+    from mokkafs.profile.compile import PciCache
 
 SHIPPED = Path(__file__).resolve().parent.parent / "profiles"
 MAX_PROFILE_BYTES = 1 << 20
@@ -23,6 +27,8 @@ def shipped_profiles() -> dict[str, Path]:
 
 
 def describe_shipped(path: Path) -> str:
+    import yaml
+
     try:
         data = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError):
@@ -137,6 +143,9 @@ def compile_text(text: str, filename: str, options: Options,
                  cache: PciCache | None = None) -> State:
     """Compile a profile's text (read from ``filename``), reusing what ``cache`` keeps of the
     compile before. Raises ``ProfileError``."""
+    from mokkafs.profile.compile import compile_profile
+    from mokkafs.profile.load import parse
+
     profile, lines = parse(text, filename)
     if options.node_index is None and profile.node.index is not None:
         options = Options(**{**options.__dict__, "node_index": profile.node.index})

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mokkafs.profile.bdf import Bdf, RootId
-from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import Profile
 from mokkafs.state import PortType
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import Fault
 
 # Every Xid the faults of one node may log, all counts together: a storm of 1,000 a second

@@ -38,9 +38,7 @@ from mokkafs.errors import (
 )
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.schedule import remaining
-from mokkafs.profile.load import parse_as
 from mokkafs.profile.resolve import MAX_PROFILE_BYTES
-from mokkafs.profile.schema import FaultFile
 from mokkafs.serve import writes
 from mokkafs.serve.swap import Swapper
 from mokkafs.state import State
@@ -148,6 +146,9 @@ async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
         cleared = await writes.clear(swapper) if op == "clear-writes" else 0
         return {"ok": True, "writes": swapper.layers.writes.listing(), "cleared": cleared}
     if op == "apply":
+        from mokkafs.profile.load import parse_as  # the schema: loaded at the first fault
+        from mokkafs.profile.schema import FaultFile
+
         filename = str(request.get("file", "the fault file"))
         document, _ = parse_as(FaultFile, str(request.get("text", "")), filename)
 

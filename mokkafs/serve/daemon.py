@@ -88,7 +88,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
     status.watch = wiring.source
     metrics = Metrics(status)
     now = wiring.clock()
-    profile = applied(wiring.source.initial(), now)  # its faults' timing starts now
+    profile = applied(await wiring.source.initial(), now)  # its faults' timing starts now
     prepare_mountpoint(config.mountpoint, config.nonempty)
     if config.control is not None:
         check_apart(config.control, config.mountpoint)

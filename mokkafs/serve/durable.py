@@ -11,6 +11,9 @@ symlink, no FIFO), owned by root (or the daemon's user), written by its owner al
 small; a file that fails any check, or whose content is not a state file this mokkafs reads,
 is refused: renamed aside to ``<name>.refused`` (so it is neither lost nor read again), with a
 warning, and the daemon starts from the profile alone.
+
+The document's schema (pydantic) is imported at the first read or write of a file: a daemon
+with no state to keep never loads it.
 """
 
 from __future__ import annotations
@@ -23,24 +26,25 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mokkafs.faults.schedule import remaining
 from mokkafs.obs.status import Status
 from mokkafs.serve.control import check_apart, check_private_dir
 from mokkafs.serve.layers import Layers
-from mokkafs.serve.record import (
-    MAX_BYTES,
-    Restored,
-    StateFileError,
-    record,
-    restore,
-    restored_state,
-)
 from mokkafs.state import State
+
+if TYPE_CHECKING:
+    from mokkafs.serve.record import Restored
 
 log = logging.getLogger(__name__)
 
+MAX_BYTES = 4 << 20  # a full book of the largest faults is well under a megabyte
 SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.")
+
+
+class StateFileError(Exception):
+    """Why a state file cannot be used (never quoting what is in it)."""
 
 
 def file_name(mountpoint: Path) -> str:
@@ -142,6 +146,8 @@ class StateFile:
             text = read_safely(self.path)
             if text is None:
                 return None, None
+            from mokkafs.serve.record import restore
+
             restored = restore(text, self.boot_id, clock, time.time())
         except StateFileError as exc:
             aside = self.path.with_name(self.path.name + ".refused")
@@ -157,6 +163,8 @@ class StateFile:
 
     def save(self, layers: Layers, state: State, clock: float) -> None:
         """Keep ``layers`` (with its faults' origins as ``state`` has them), if they changed."""
+        from mokkafs.serve.record import record
+
         unchanged = record(layers, state, self.boot_id, 0.0, 0.0)
         if unchanged == self._written:
             return
@@ -177,6 +185,8 @@ def restore_at_start(state_file: StateFile | None, profile: State, now: float,
         status.failed(refused)
     if restored is None:
         return profile, None
+    from mokkafs.serve.record import restored_state
+
     state = restored_state(profile, restored, now)
     after = " after a reboot" if restored.rebooted else ""
     for line in restored.ended:

@@ -7,6 +7,9 @@ IDs: ``mokkafs.profile.mig``), and is served as one new State: no view holds a c
 instance whose GPU instance is gone. A layer entry holds while the profile's own layout of that
 GPU stays the one it was made over; a profile that changes it (or takes the GPU out of MIG
 mode) ends the entry, with a log line, as a real node's reboot into a new layout would.
+
+The layout checker (and with it pydantic) is imported at the first change: a daemon at rest
+never loads it.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from mokkafs.errors import UsageError
 from mokkafs.model.mig import GpuInstance, MigGpu
-from mokkafs.profile.load import Problems
-from mokkafs.profile.mig import Layout
 from mokkafs.profile.mig_tables import SHAPES, TABLES
+from mokkafs.profile.problems import Problems
 from mokkafs.state import State
 
 if TYPE_CHECKING:
+    from mokkafs.profile.mig import Layout
     from mokkafs.serve.swap import Swapper
 
 log = logging.getLogger(__name__)
@@ -85,6 +88,8 @@ def _gi_key(layout: Layout, name: str, where: tuple[str | int, ...]) -> str | No
 def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstance, ...]:
     """The GPU's new layout after ``request`` (cgi, dgi, cci or dci); raises ProfileError
     naming what cannot be done."""
+    from mokkafs.profile.mig import Layout
+
     action = request["action"]
     problems = Problems(f"mokkafs mig -{action}", {})
     layout = Layout(TABLES[device][1], TABLES[device][0], (f"-{action}",), problems)

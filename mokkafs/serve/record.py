@@ -33,6 +33,7 @@ from mokkafs.faults.book import FaultBook
 from mokkafs.model.mig import ComputeInstance, GpuInstance
 from mokkafs.profile.bdf import BDF_TEXT
 from mokkafs.profile.schema import MAX_FAULTS, Fault
+from mokkafs.serve.durable import StateFileError
 from mokkafs.serve.layers import Layers
 from mokkafs.serve.mig import MigLayer
 from mokkafs.state import State
@@ -41,7 +42,6 @@ from mokkafs.writes.stores import KEPT
 
 FORMAT = "mokkafs-state"
 VERSION = 1
-MAX_BYTES = 4 << 20  # a full book of the largest faults is well under a megabyte
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
@@ -120,10 +120,6 @@ class StateDocument(_Closed):
     faults: FaultsSection = FaultsSection()
     mig: list[KeptLayout] = Field(default=[], max_length=1024)
     writes: list[KeptWrite] = Field(default=[], max_length=1 << 16)
-
-
-class StateFileError(Exception):
-    """Why a state file cannot be used (never quoting what is in it)."""
 
 
 @dataclass

@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 from mokkafs.clock import Clock
 from mokkafs.delivery.cdi import DEFAULT_VERSION
 from mokkafs.host.facts import default_node_name, read_host_facts
-from mokkafs.profile.compile import Options, PciCache
-from mokkafs.profile.resolve import compile_text, resolve
+from mokkafs.profile.options import Options
+from mokkafs.profile.resolve import resolve
 from mokkafs.state import State
 
 if TYPE_CHECKING:
+    from mokkafs.profile.compile import PciCache
     from mokkafs.serve.config import Config, Wiring
 
 
@@ -46,11 +47,16 @@ def options(args: argparse.Namespace, clock: Clock = time.monotonic) -> Callable
 
 def compiler(options: Callable[[], Options]) -> Callable[[str, str], State]:
     """Compile a profile's text, in this process (each compile reusing what it can of the
-    one before)."""
-    cache = PciCache()
+    one before). The compiler is imported at the first compile."""
+    caches: list[PciCache] = []
 
     def compile_profile(text: str, filename: str) -> State:
-        return compile_text(text, filename, options(), cache)
+        from mokkafs.profile.compile import PciCache
+        from mokkafs.profile.resolve import compile_text
+
+        if not caches:
+            caches.append(PciCache())
+        return compile_text(text, filename, options(), caches[0])
 
     return compile_profile
 
@@ -75,9 +81,9 @@ def wire(args: argparse.Namespace, clock: Clock = time.monotonic) -> tuple[Confi
         runtime_dir=args.runtime_dir, nonempty=args.nonempty, writable=args.writable,
         host_dev=args.host_dev_root if args.host_dev else None)
     at_this_moment = options(args, clock)
-    # The first compile runs here, before the mount; every later one in a child process,
-    # off the serving process's GIL, started at the first change and ended when idle
-    # (source/child.py).
+    # Every compile runs in a child process, off the serving process's GIL and outside its
+    # memory: the first before the mount (that child then ends), each later one in a child
+    # started at the first change and ended when idle (source/child.py).
     bounds = {"seconds": args.compile_timeout, "idle": args.compile_idle}
     child = CompileChild(at_this_moment, **{k: v for k, v in bounds.items() if v is not None})
     return config, Wiring(FileSource(path, compiler(at_this_moment), remote=child), clock=clock)

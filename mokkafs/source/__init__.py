@@ -28,7 +28,7 @@ class Update:
 class Source(Followable, Protocol):
     """Where States come from; what health reads of it is ``Followable``'s."""
 
-    def initial(self) -> State:
+    async def initial(self) -> State:
         """Load the first State now; raise ``MokkafsError`` if there is none to serve."""
         ...
 

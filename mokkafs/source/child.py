@@ -31,14 +31,17 @@ import subprocess
 import sys
 import traceback
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import trio
 
 from mokkafs.errors import InternalError, MokkafsError, Problem, ProfileError
 from mokkafs.host import linux
-from mokkafs.profile.compile import Options, PciCache
+from mokkafs.profile.options import Options
 from mokkafs.state import State
+
+if TYPE_CHECKING:
+    from mokkafs.profile.compile import PciCache
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +223,8 @@ def main(memory: int, parent: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the replies
+    from mokkafs.profile.compile import PciCache
+
     cache = PciCache()  # the last compile's PCI side, for the next one
     while (head := _read(inp, _LENGTH.size)) is not None:
         frame = _read(inp, _LENGTH.unpack(head)[0])

@@ -100,11 +100,20 @@ class FileSource:
         self._loading: trio.CancelScope | None = None
         self._delivering = trio.Lock()
 
-    def initial(self) -> State:
-        """Read and compile the file now (before anything is mounted)."""
+    async def initial(self) -> State:
+        """Read and compile the file now (before anything is mounted). With ``remote``, the
+        compile is its, and its process ends after it: a node whose profile stays put holds
+        none, and this process never loads the compiler."""
         text = read_text(self.path, self.within)
         self._digest = _digest(text)
-        state = self._numbered(self.compile(text, str(self.path)))
+        if self.remote is None:
+            compiled = self.compile(text, str(self.path))
+        else:
+            try:
+                compiled = await self.remote.compile(text, str(self.path))
+            finally:
+                await self.remote.aclose()
+        state = self._numbered(compiled)
         self.generation += 1
         return state
 

@@ -56,6 +56,27 @@ def test_the_compiling_process_starts_at_a_change_and_ends_when_idle(tmp_path: P
         assert compile_pid(live) != pid and live.ready()["last_error"] is None
 
 
+def loaded(pid: int) -> set[str]:
+    """The shared objects mapped into ``pid``: a module of C (pydantic's core, libyaml's
+    binding) is mapped once imported."""
+    return {line.rsplit("/", 1)[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+            if line.endswith(".so") or ".so." in line}
+
+
+def test_the_daemon_never_loads_the_compiler(tmp_path: Path) -> None:
+    """Every compile runs in a child: the daemon maps no pydantic and no YAML parser, at
+    rest or after a change (the State comes back as plain data)."""
+    with live_mount(tmp_path, profile="h100") as live:
+        daemon = live.mount.process.pid
+        wait_for(lambda: live.metric("mokkafs_source_reads_total") >= 1, 20, "the first read")
+        rename_over(live, profile_text("gb200"))
+        live.wait_generation(2)
+        child = compile_pid(live)
+        assert any(name.startswith("_pydantic_core") for name in loaded(child))
+        assert not any(name.startswith(("_pydantic_core", "_yaml")) for name in loaded(daemon))
+        assert "libfuse3.so.3" in " ".join(loaded(daemon))  # what it does map is listed
+
+
 def test_a_compile_that_hangs_is_killed_and_the_last_view_serves(tmp_path: Path) -> None:
     with live_mount(tmp_path, extra=["--compile-timeout", "5"],
                     expect=["keeping generation 2"]) as live:

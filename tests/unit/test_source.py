@@ -78,14 +78,14 @@ def loaded_source(tmp_path: Path) -> tuple[Path, FileSource]:
     """A source of a profile in ``tmp_path``, its first State read."""
     path = profile_in(tmp_path)
     source = FileSource(path, compile_profile)
-    source.initial()
+    trio.run(source.initial)
     return path, source
 
 
 def test_each_way_a_file_changes_is_one_update(tmp_path: Path) -> None:
     path = profile_in(tmp_path)
     source = FileSource(path, compile_profile)
-    assert gpus(source.initial()) == 8 and source.generation == 2
+    assert gpus(trio.run(source.initial)) == 8 and source.generation == 2
 
     async def main() -> None:
         async with running(source) as updates:
@@ -111,7 +111,7 @@ def test_a_configmap_swap_is_one_update(tmp_path: Path) -> None:
     os.symlink("..2024_01", root / "..data")
     os.symlink("..data/node.yaml", root / "node.yaml")
     source = FileSource(root / "node.yaml", compile_profile)
-    source.initial()
+    trio.run(source.initial)
 
     async def main() -> None:
         async with running(source) as updates:
@@ -158,7 +158,7 @@ def with_slow_compiles(tmp_path: Path, body: Callable[[Path, SlowCompiles,
     path = profile_in(tmp_path)
     slow = SlowCompiles()
     source = FileSource(path, slow)
-    source.initial()
+    trio.run(source.initial)
 
     async def main() -> None:
         async with running(source) as updates:
@@ -269,7 +269,7 @@ def test_a_source_that_cannot_watch_says_so_and_sighup_retries(tmp_path: Path,
     expected_logs.append("cannot follow .*: no inotify watch")
     path = profile_in(tmp_path)
     source = FileSource(path, compile_profile, watches=Unwatchable)
-    source.initial()
+    trio.run(source.initial)
     status = Status(serving=True, watch=source)
 
     async def main() -> None:

@@ -15,10 +15,10 @@ from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied
 from mokkafs.model.mig import ComputeInstance, GpuInstance
 from mokkafs.profile.schema import Fault
-from mokkafs.serve.durable import StateFile, file_name
+from mokkafs.serve.durable import MAX_BYTES, StateFile, StateFileError, file_name
 from mokkafs.serve.layers import Layers
 from mokkafs.serve.mig import MigLayer
-from mokkafs.serve.record import MAX_BYTES, StateFileError, record, restore, restored_state
+from mokkafs.serve.record import record, restore, restored_state
 from mokkafs.state import State
 from mokkafs.writes.book import Write, WriteBook
 from tests.helpers.faults import with_faults

@@ -17,14 +17,14 @@ from dataclasses import replace
 from mokkafs.errors import Problem, ProfileError
 from mokkafs.profile import infiniband, raw_pci
 from mokkafs.profile.compile.majors import majors
-from mokkafs.profile.compile.options import Options
 from mokkafs.profile.compile.pci import pci_side
 from mokkafs.profile.compile.reuse import PciCache, key_of, pci_profile
 from mokkafs.profile.faults import compile_faults
 from mokkafs.profile.imex import compile_imex
-from mokkafs.profile.load import Problems, YamlPath
 from mokkafs.profile.mig import layouts
+from mokkafs.profile.options import Options
 from mokkafs.profile.platform import driver, platform
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import PcieTopology, Profile
 from mokkafs.state import Generation, Hca, State
 

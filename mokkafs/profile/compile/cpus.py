@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mokkafs.profile import machine, topology
 from mokkafs.profile.bdf import RootId
-from mokkafs.profile.load import Problems
+from mokkafs.profile.problems import Problems
 from mokkafs.profile.schema import PcieTopology, Profile
 from mokkafs.profile.values import MAX_CPUS
 from mokkafs.state import RootComplex

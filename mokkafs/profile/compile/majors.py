@@ -3,7 +3,7 @@ be a driver's own."""
 
 from __future__ import annotations
 
-from mokkafs.profile.load import Problems
+from mokkafs.profile.problems import Problems
 from mokkafs.profile.schema import Profile
 from mokkafs.state import CharMajor
 

@@ -13,7 +13,7 @@ from mokkafs.profile.compile.cpus import root_complexes
 from mokkafs.profile.compile.endpoints import identities
 from mokkafs.profile.compile.functions import pci_functions
 from mokkafs.profile.compile.reuse import PciSide
-from mokkafs.profile.load import Problems, YamlPath
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import PcieTopology, Profile
 
 
