@@ -1,12 +1,15 @@
-"""Build native/ into the package at install time: the LD_PRELOAD shim and the static
-createContainer hook.
+"""Build native/ into the package at install time: the LD_PRELOAD shim, the static
+createContainer hook, and the kmsg mount's process (libfuse3's low-level API).
 
 The shim is a plain shared library, not a Python module: setuptools' Extension is only the
 portable way to have `pip install` compile C with the interpreter's toolchain. The hook is a
-static executable (a Kubernetes node runs the DaemonSet's copy of it). Both are found next to
-the package's modules (mokkafs.delivery.preload, mokkafs.delivery.cdi).
+static executable (a Kubernetes node runs the DaemonSet's copy of it). The kmsg mount's process
+links libfuse3 dynamically, as pyfuse3 does in the same image. All are found next to the
+package's modules (mokkafs.delivery.preload, mokkafs.delivery.cdi, mokkafs.serve.kmsg).
 """
 
+import shlex
+import subprocess
 from pathlib import Path
 
 from setuptools import Extension, setup
@@ -25,6 +28,20 @@ class BuildNative(build_ext):
                                         extra_postargs=[*WARNINGS, "-O2"])
         self.compiler.link_executable(objects, "mokkafs-hook", output_dir=str(out),
                                       libraries=["json-c"], extra_postargs=["-static"])
+        fuse = [shlex.split(pkg_config(flag)) for flag in ("--cflags", "--libs")]
+        objects = self.compiler.compile(["native/mokkafs_kmsg.c"], output_dir=self.build_temp,
+                                        extra_postargs=[*WARNINGS, "-O2", "-pthread", *fuse[0]])
+        self.compiler.link_executable(objects, "mokkafs-kmsg", output_dir=str(out),
+                                      extra_postargs=["-pthread", *fuse[1]])
+
+
+def pkg_config(flag: str) -> str:
+    try:
+        return subprocess.run(["pkg-config", flag, "fuse3"], check=True, capture_output=True,
+                              text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"building mokkafs-kmsg needs pkg-config and libfuse3's headers "
+                         f"(apt-get install pkg-config libfuse3-dev): {exc}") from None
 
 
 setup(

@@ -1,9 +1,10 @@
-"""The stream relay: how the kmsg mount's process (``mokkafs.fuse.kmsg_mount``) hands its
-readers' opens, reads and releases to the daemon's ``Streams``, over a socket pair.
+"""The stream relay: how the kmsg mount's process (``mokkafs-kmsg``, native/mokkafs_kmsg.c)
+hands its readers' opens, reads and releases to the daemon's ``Streams``, over a socket pair.
 
 In no-open mode the view's own connection never sends OPEN (docs/kmsg.md), so ``dev/kmsg``
 is served by a second FUSE connection mounted over it, in a process of its own (pyfuse3 holds
-one session a process). That process keeps no State and no clock: every request is answered
+one session a process; a small C program costs a node far less memory than a second Python
+one). That process keeps no State and no clock: every request is answered
 here, by the daemon's ``Streams`` over its current tree, so its readers see exactly the
 records the daemon's State logs, on the daemon's clock, and a swap wakes a waiting read as it
 wakes one of the view's own.
@@ -11,7 +12,8 @@ wakes one of the view's own.
 The socket is ``SOCK_SEQPACKET``: one message a request, one a reply, in any order (a waiting
 read does not hold up the others). A request is ``REQUEST`` (its number, the operation, three
 arguments); a reply is ``REPLY`` (the request's number, an errno or 0, a value) and the data
-read. The process sends ``MOUNTED`` (number 0) once its mount is in place.
+read. The process sends ``MOUNTED`` (number 0) once its mount is in place. The C program
+keeps its own copy of these formats; tests/unit/test_kmsg_native.py checks they agree.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ log = logging.getLogger(__name__)
 REQUEST = struct.Struct("<QBqqq")  # number, operation, arguments
 REPLY = struct.Struct("<Qiq")  # number, errno (0: done), value; then the bytes read
 MOUNTED, OPEN, READ, RELEASE = 0, 1, 2, 3
-LARGEST = 1 << 20  # the largest message (a read asks for at most pyfuse3's max_read)
+LARGEST = 1 << 20  # the largest message (a read asks for at most libfuse's 256 pages)
 
 
 def request(number: int, op: int, a: int = 0, b: int = 0, c: int = 0) -> bytes:

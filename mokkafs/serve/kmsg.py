@@ -1,6 +1,7 @@
-"""The kmsg mount, in no-open mode: a process of the daemon's (``mokkafs.fuse.kmsg_mount``)
-that mounts a second FUSE connection over the view's ``dev/kmsg`` and relays its readers'
-requests to the daemon's ``Streams`` (``mokkafs.fuse.relay``; docs/kmsg.md says why).
+"""The kmsg mount, in no-open mode: a process of the daemon's that mounts a second FUSE
+connection over the view's ``dev/kmsg`` and relays its readers' requests to the daemon's
+``Streams`` (``mokkafs.fuse.relay``; docs/kmsg.md says why). The process is ``mokkafs-kmsg``
+(``BINARY``), a C program built from native/mokkafs_kmsg.c into the package (setup.py).
 
 - Started in the daemon's nursery once the view's loop answers (mounting there looks up
   ``dev/kmsg`` through it); readiness waits for its first attempt (``first``).
@@ -21,11 +22,11 @@ import logging
 import os
 import signal
 import socket
-import sys
 from pathlib import Path
 
 import trio
 
+from mokkafs.errors import MountError
 from mokkafs.fuse.cache_mode import CacheMode
 from mokkafs.fuse.relay import serve_relay
 from mokkafs.fuse.stream import Streams
@@ -35,6 +36,8 @@ from mokkafs.host.mountinfo import FSTYPE, fsname, mounted_at
 from mokkafs.surfaces.kmsg import PATH
 
 log = logging.getLogger(__name__)
+
+BINARY = Path(__file__).resolve().parents[1] / "bin" / "mokkafs-kmsg"  # built by setup.py
 
 RESTART_SECONDS = 0.2
 RESTART_MAX = 10.0
@@ -83,8 +86,8 @@ class KmsgMount:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "mokkafs.fuse.kmsg_mount", str(theirs.fileno()),
-                 str(self.path)], pass_fds=(theirs.fileno(),),
+                [str(BINARY), str(theirs.fileno()), str(self.path)],
+                pass_fds=(theirs.fileno(),),
                 start_new_session=True)  # a terminal's ^C is the daemon's to act on
         finally:
             theirs.close()
@@ -158,4 +161,7 @@ def kmsg_for(mode: CacheMode, mountpoint: Path, streams: Streams,
     ``dev/kmsg``; none in keep-cache mode, where the view's own opens serve it."""
     if mode is not CacheMode.NO_OPEN or holder.tree.resolve(PATH) is None:
         return None
+    if not os.access(BINARY, os.X_OK):
+        raise MountError(f"{BINARY} is not built; reinstall mokkafs (pip install . compiles "
+                         "native/), or serve with --cache-mode keep-cache")
     return KmsgMount(mountpoint, streams, holder)

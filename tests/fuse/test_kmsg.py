@@ -7,6 +7,7 @@ bench/README.md keeps), never asserted."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -253,3 +254,37 @@ def test_the_kmsg_mount_logs_on_the_daemons_clock(tmp_path: Path) -> None:
             os.close(fd)
         assert field(record, 2) == int((START + 50) * 1e6)
         assert xids([record]) == [("0000:1b:00", 79)]
+
+
+def test_at_the_daemons_stop_a_waiting_read_gets_enotconn_and_no_process_is_left(
+        tmp_path: Path) -> None:
+    """In no-open mode: the ordered stop ends the kmsg mount first (SIGTERM to its process,
+    which answers its waiting reads ENOTCONN and unmounts), then the view."""
+    with node(tmp_path, "no-open") as (live, _):
+        mnt, daemon = live.mount.path, live.mount.process
+        [process] = kmsg_processes(daemon.pid)
+        fd = os.open(mnt / "dev/kmsg", os.O_RDONLY)
+        try:
+            os.lseek(fd, 0, os.SEEK_END)
+            got: list[bytes | OSError] = []
+
+            def read() -> None:
+                try:
+                    got.append(os.read(fd, 8192))
+                except OSError as exc:
+                    got.append(exc)
+            reader = threading.Thread(target=read)
+            reader.start()
+            syscall = Path(f"/proc/self/task/{reader.native_id}/syscall")
+            wait_for(lambda: syscall.read_text().startswith(f"0 {fd:#x} "), 30,
+                     "the reader in read(2)")
+            daemon.send_signal(signal.SIGTERM)
+            reader.join(timeout=30)
+            assert not reader.is_alive(), "the waiting read was not answered"
+        finally:
+            with contextlib.suppress(OSError):  # its connection is gone: its FLUSH fails
+                os.close(fd)
+        assert isinstance(got[0], OSError) and got[0].errno == errno.ENOTCONN, got
+        assert daemon.wait(timeout=30) == 0
+        wait_for(lambda: not Path(f"/proc/{process}").exists(), 30, "the kmsg process gone")
+        assert kmsg_mount_of(mnt) is None

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from mokkafs.serve.kmsg import BINARY
 from tests.helpers.mounts import REPO, wait_for
 
 RECORD = re.compile(r"(\d+),(\d+),(\d+),[-c];(.*)")
@@ -99,6 +100,6 @@ def kmsg_processes(daemon: int) -> list[int]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue  # ended meanwhile
-            if b"mokkafs.fuse.kmsg_mount" in cmdline:
+            if cmdline[0] == str(BINARY).encode():
                 out.append(int(pid))
     return out
