@@ -49,8 +49,9 @@ def test_the_compiling_process_starts_at_a_change_and_ends_when_idle(tmp_path: P
         rename_over(live, profile_text("h100"))
         live.wait_generation(2)
         pid = compile_pid(live)
-        wait_for(lambda: live.ready()["compile_pid"] is None, 30, "the idle child's end")
-        assert not Path(f"/proc/{pid}").exists()  # ended and reaped, by the daemon
+        # ended and reaped, by the daemon (a zombie would keep its /proc entry)
+        wait_for(lambda: live.ready()["compile_pid"] is None
+                 and not Path(f"/proc/{pid}").exists(), 30, "the idle child's end")
         rename_over(live, profile_text("t4"))
         live.wait_generation(3)
         assert compile_pid(live) != pid and live.ready()["last_error"] is None
