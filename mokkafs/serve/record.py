@@ -229,10 +229,10 @@ def restore(text: str, boot_id: str, clock: float, wall: float) -> Restored:
                                for k in doc.mig})
         layers.writes = WriteBook({(w.bdf, w.attribute): Write(w.bdf, w.attribute, w.value,
                                                                 w.at) for w in doc.writes})
-        for kept in doc.dynids:
-            dynid, _ = dynids.parse(kept.id, 7, kept.at)
+        for kept_id in doc.dynids:
+            dynid, _ = dynids.parse(kept_id.id, 7, kept_id.at)
             ids = layers.writes.dynids
-            ids[kept.driver] = (*ids.get(kept.driver, ()), dynid)
+            ids[kept_id.driver] = (*ids.get(kept_id.driver, ()), dynid)
     return Restored(layers, origins, rebooted, ended)
 
 
