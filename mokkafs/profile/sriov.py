@@ -28,6 +28,7 @@ VF_DEVICE = 0x101E
 TOTAL_VFS = 8  # firmware default NUM_OF_VFS
 VF_MSIX = 64  # MSI-X vectors a VF may be given (sriov_vf_total_msix is the pool for all)
 VF_BAR_SIZE = 1 << 20  # each VF's BAR 0, carved from the PF's VF BAR after its own BARs
+IOV_RESOURCES = 7  # the first of a PF's resources that are its VF BARs (after 6 BARs, the ROM)
 MAX_PF_SLOTS = 4096  # PFs a node may hold: the RDMA names and groups of VFs come after
 
 
@@ -95,6 +96,21 @@ def vf_bar_base(pf: PciFunction) -> int:
     return -(-own_end // VF_BAR_SIZE) * VF_BAR_SIZE
 
 
+def iov_bar(pf: PciFunction) -> Bar | None:
+    """The PF's VF BAR 0 region, its IOV resource (``resource`` line 7, PCI_IOV_RESOURCES):
+    room for every VF's BAR 0, one VF BAR size each, whether VFs are enabled or not."""
+    if pf.sriov is None:
+        return None
+    return Bar(IOV_RESOURCES, vf_bar_base(pf), VF_BAR_SIZE * pf.sriov.total, is_64bit=True,
+               prefetchable=True)
+
+
+def vf_bar(pf: PciFunction, index: int) -> Bar:
+    """VF ``index``'s BAR 0: its slice of the PF's VF BAR region."""
+    return Bar(0, vf_bar_base(pf) + index * VF_BAR_SIZE, VF_BAR_SIZE, is_64bit=True,
+               prefetchable=True)
+
+
 def _first_free(values: list[int]) -> int:
     return max(values, default=-1) + 1
 
@@ -103,8 +119,7 @@ def _vf(pf: PciFunction, index: int, group_base: int) -> PciFunction:
     assert pf.sriov is not None
     bdf = vf_bdf(pf, index)
     directory = pf.path.rpartition("/")[0]
-    bar = Bar(0, vf_bar_base(pf) + index * VF_BAR_SIZE, VF_BAR_SIZE, is_64bit=True,
-              prefetchable=True)
+    bar = vf_bar(pf, index)
     group = group_base + pf.sriov.slot * pf.sriov.total + index
     return replace(pf, bdf=bdf, path=f"{directory}/{bdf}", device=pf.sriov.vf_device,
                    driver=pf.driver if pf.sriov.probed else "", irq=0, bars=(bar,),

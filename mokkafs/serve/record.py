@@ -7,7 +7,8 @@ A JSON object, its schema versioned: ``format`` and ``version``, then when it wa
 (``boot_id``, the daemon's clock and the wall clock) and one section per kind of change:
 ``faults`` (those applied over the control socket, as written, with how often each was applied
 and when, and the profile's faults cleared), ``mig`` (the MIG layouts set at run time, each
-with the profile's layout it was made over) and ``writes`` (the sysfs writes taken, in order).
+with the profile's layout it was made over), ``writes`` (the sysfs writes taken, in order) and
+``dynids`` (the drivers' dynamic IDs, ``new_id``, in order).
 A later kind of change is a new section; a section absent is empty.
 
 A reboot ends the MIG layouts and the writes, as it ends a real node's GPU instances and VFs
@@ -37,6 +38,7 @@ from mokkafs.serve.durable import StateFileError
 from mokkafs.serve.layers import Layers
 from mokkafs.serve.mig import MigLayer
 from mokkafs.state import State
+from mokkafs.writes import dynids
 from mokkafs.writes.book import Write, WriteBook
 from mokkafs.writes.stores import KEPT
 
@@ -111,6 +113,12 @@ class KeptWrite(_Closed):
         return self
 
 
+class KeptDynId(_Closed):
+    driver: Name
+    id: Annotated[str, Field(pattern=r"^[0-9a-f]{1,8}( [0-9a-f]{1,8}){5} [0-9a-f]{1,16}$")]
+    at: Finite
+
+
 class StateDocument(_Closed):
     format: Literal["mokkafs-state"]
     version: int
@@ -120,6 +128,7 @@ class StateDocument(_Closed):
     faults: FaultsSection = FaultsSection()
     mig: list[KeptLayout] = Field(default=[], max_length=1024)
     writes: list[KeptWrite] = Field(default=[], max_length=1 << 16)
+    dynids: list[KeptDynId] = Field(default=[], max_length=1 << 16)
 
 
 @dataclass
@@ -159,10 +168,12 @@ def record(layers: Layers, state: State, boot_id: str, clock: float, wall: float
            for minor, (base, layout) in sorted(layers.mig.layouts.items())]
     writes = [{"bdf": w.bdf, "attribute": w.attribute, "value": w.value, "at": w.at}
               for w in layers.writes.writes.values()]
+    dynids = [{"driver": driver, "id": i.text(), "at": i.at}
+              for driver, ids in layers.writes.dynids.items() for i in ids]
     return json.dumps({"format": FORMAT, "version": VERSION, "boot_id": boot_id,
                        "clock": clock, "wall": wall,
                        "faults": {"applied": applied, "cleared": dict(book.held)},
-                       "mig": mig, "writes": writes},
+                       "mig": mig, "writes": writes, "dynids": dynids},
                       indent=1, sort_keys=True) + "\n"
 
 
@@ -206,13 +217,18 @@ def restore(text: str, boot_id: str, clock: float, wall: float) -> Restored:
     layers, ended = Layers(book=book), []
     if rebooted:
         ended = [f"{len(kind)} {what} set at run time: a reboot ends them, as a real node's"
-                 for kind, what in ((doc.mig, "MIG layouts"), (doc.writes, "sysfs writes"))
+                 for kind, what in ((doc.mig, "MIG layouts"), (doc.writes, "sysfs writes"),
+                                    (doc.dynids, "dynamic IDs"))
                  if kind]
     else:
         layers.mig = MigLayer({k.minor: (_instances(k.base), _instances(k.layout))
                                for k in doc.mig})
         layers.writes = WriteBook({(w.bdf, w.attribute): Write(w.bdf, w.attribute, w.value,
                                                                 w.at) for w in doc.writes})
+        for kept_id in doc.dynids:
+            dynid, _ = dynids.parse(kept_id.id, 7, kept_id.at)
+            ids = layers.writes.dynids
+            ids[kept_id.driver] = (*ids.get(kept_id.driver, ()), dynid)
     return Restored(layers, origins, rebooted, ended)
 
 

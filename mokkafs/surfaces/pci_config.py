@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 
+from mokkafs.profile import sriov as sriov_regions
 from mokkafs.state import Bar, Bridge, PciFunction
 from mokkafs.surfaces import sriov
 
@@ -58,7 +59,8 @@ def resource_text(fn: PciFunction) -> bytes:
     """The ``resource`` attribute: start, end and flags of every resource, one line each
     (bridges add their windows, as the kernel prints all of a bridge's resources)."""
     rows = [(0, 0, 0)] * (RESOURCE_LINES if fn.bridge is None else BRIDGE_RESOURCE_LINES)
-    for bar in fn.bars:
+    iov = sriov_regions.iov_bar(fn)  # a PF's VF BAR region: lines 7-12, the IOV resources
+    for bar in (*fn.bars, *([iov] if iov is not None else [])):
         rows[bar.index] = (bar.address, bar.address + bar.size - 1, resource_flags(bar))
     if fn.bridge is not None:
         if fn.bridge.memory:
@@ -84,7 +86,7 @@ def config_space(fn: PciFunction) -> bytes:
     buf[0x3D] = 0x01  # INTA#
     if bridge is None:
         buf[0x0E] = 0x00  # header type 0, single function
-        for bar in fn.bars:
+        for bar in fn.bars if fn.physfn is None else ():  # a VF's BARs read 0 (SR-IOV 3.4.1.11)
             offset = 0x10 + 4 * bar.index
             struct.pack_into("<I", buf, offset, (bar.address & 0xFFFF_FFF0) | bar_type_bits(bar))
             if bar.is_64bit:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mokkafs.profile import sriov
 from mokkafs.profile.bdf import BUS_TEXT
 from mokkafs.state import State
-from mokkafs.writes import drivers, hotplug
+from mokkafs.writes import drivers, dynids, hotplug
 from mokkafs.writes.attributes import WriteRefused
+from mokkafs.writes.dynids import DynIds
 from mokkafs.writes.stores import KEPT, phase
 
 log = logging.getLogger(__name__)
@@ -36,9 +37,12 @@ class WriteBook:
     taken: int = 0  # writes that changed the view, ever
     refused: dict[int, int] = field(default_factory=dict)  # errno -> writes refused
     dropped: int = 0  # writes a profile swap ended
+    dynids: DynIds = field(default_factory=dict)  # driver -> its dynamic IDs (new_id)
+    # the State the last merge was over: what a function a write makes appear is probed in
+    base: State | None = field(default=None, repr=False, compare=False)
 
     def copy(self) -> WriteBook:
-        return copy.deepcopy(self)
+        return copy.deepcopy(self, {id(self.base): self.base})
 
     def write(self, bdf: str, attribute: str, text: str, served: State, wall: float) -> bool:
         """Take one write of ``text`` to ``attribute`` of the function at ``bdf``, checked
@@ -46,13 +50,17 @@ class WriteBook:
         nothing (the value it has). Raises ``WriteRefused``, and then nothing changes.
         A bus file's store (``drivers.bus_store``: ``bdf`` is then the driver, or ``pci``)
         names its function in ``text``."""
+        if attribute in ("new_id", "remove_id"):
+            return self._dynid(bdf, attribute, text, served, wall)
         if attribute in drivers.DRIVER_STORES or attribute in drivers.BUS_STORES:
-            changes = drivers.bus_store(bdf, attribute, text, served)
+            changes = drivers.bus_store(bdf, attribute, text, served, self.dynids)
             for target, kept, to in changes:
+                if not to:
+                    self._end_vfs(target, served)
                 self._keep(target, kept, to, wall)
             return bool(changes)
         if attribute == hotplug.RESCAN:
-            return self._rescan(bdf, text, served)
+            return self._appeared(served, wall, self._rescan(bdf, text, served))
         attr = KEPT.get(attribute)
         try:
             fn = served.function(bdf)
@@ -71,8 +79,49 @@ class WriteBook:
         value = attr.parse(text, fn)
         if value is None:
             return False
+        if attribute == "sriov_numvfs":
+            self._end_vfs(bdf, served)
         self._keep(bdf, attribute, value, wall)
+        return self._appeared(served, wall, True)
+
+    def _dynid(self, driver: str, name: str, text: str, served: State, wall: float) -> bool:
+        if driver not in served.pci_drivers:
+            raise WriteRefused(13, f"{driver}/{name} cannot be written")  # EACCES
+        if name == "remove_id":
+            self.dynids = dynids.remove_id(driver, text, self.dynids)
+        else:
+            dynid, attach = dynids.new_id(driver, text, served, self.dynids, wall)
+            self.dynids = {**self.dynids, driver: (*self.dynids.get(driver, ()), dynid)}
+            for bdf in attach:
+                self._keep(bdf, "driver", driver, wall)
+        self.taken += 1
         return True
+
+    def _end_vfs(self, pf: str, served: State) -> None:
+        """A PF's VFs go (SR-IOV disabled: by 0 to ``sriov_numvfs``, or by its driver's
+        remove when it is unbound): their writes end with them."""
+        vfs = {fn.bdf for fn in served.functions if fn.physfn == pf}
+        for key in [k for k in self.writes if k[0] in vfs
+                    or (k == (pf, "sriov_numvfs") and vfs)]:
+            del self.writes[key]
+
+    def _appeared(self, served: State, wall: float, changed: bool) -> bool:
+        """The functions the writes so far make appear (VFs, functions a rescan brought
+        back) probed as the bus probes a new device: where the driver order and the dynamic
+        IDs give another driver than the one the function comes with, that binding is kept
+        (``mokkafs.writes.dynids``)."""
+        if not changed or self.base is None:
+            return changed
+        there = {fn.bdf for fn in served.functions}
+        made = self.merge(self.base)
+        for fn in made.functions:
+            if fn.bdf in there or (fn.physfn is not None and not fn.driver):
+                continue  # a VF made while autoprobe was off is not probed
+            fresh = replace(fn, driver="", native_driver=dynids.native(fn))
+            driver = dynids.probe(fresh, made, self.dynids)
+            if driver != fn.driver:
+                self._keep(fn.bdf, "driver", driver, wall)
+        return changed
 
     def _rescan(self, holder: str, text: str, served: State) -> bool:
         """A rescan through ``holder`` (a function, or ``pci``): the removed functions it
@@ -100,13 +149,18 @@ class WriteBook:
 
     def clear(self) -> int:
         """Forget every write (the profile's values come back); how many there were."""
-        count = len(self.writes)
+        count = len(self.writes) + sum(len(ids) for ids in self.dynids.values())
         self.writes.clear()
+        self.dynids = {}
         return count
 
     def merge(self, profile: State) -> State:
         """``profile`` with the writes applied in order and the VFs they make. A write whose
         function or attribute is gone, or whose value the new State refuses, is dropped."""
+        self.base = profile
+        for driver in [d for d in self.dynids if d not in profile.pci_drivers]:
+            log.warning("dynamic IDs of %s dropped: %s is not loaded", driver, driver)
+            self.dropped += len(self.dynids.pop(driver))
         state = self._apply(profile, 0)
         # after the VFs are made: a binding's or a removal's target may be a VF
         return self._apply(self._apply(sriov.with_vfs(state), 1), 2)
@@ -139,5 +193,8 @@ class WriteBook:
         return state
 
     def listing(self) -> list[dict[str, str | float]]:
-        return [{"target": w.bdf, "attribute": w.attribute, "value": w.value, "at": w.at}
-                for w in self.writes.values()]
+        kept: list[dict[str, str | float]] = [
+            {"target": w.bdf, "attribute": w.attribute, "value": w.value, "at": w.at}
+            for w in self.writes.values()]
+        return kept + [{"target": driver, "attribute": "new_id", "value": i.text(), "at": i.at}
+                       for driver, ids in self.dynids.items() for i in ids]

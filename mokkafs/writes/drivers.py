@@ -14,20 +14,20 @@ The kernel's rules (drivers/base/bus.c ``bind_store``, ``unbind_store``,
 - ``unbind``: ENODEV unless the BDF is a function bound to that driver.
 - ``drivers_probe``: ENODEV for no such function; a bound function, or one no loaded driver
   matches, is left as it is, and the write succeeds.
-- A driver matches a function when the function's override names it; with an override set,
-  no other driver does. Without one, the driver whose ID table claims it (the profile's
-  binding, ``native_driver``; mlx5_core for any Mellanox function) matches.
+- A driver matches a function as ``pci_match_device`` decides (``mokkafs.writes.dynids``):
+  the override, the driver's dynamic IDs, its static table.
 - ``driver_override``: the text up to a NUL, cut at its first newline; empty clears it.
   A store of a page or more is EINVAL.
-- ``new_id`` (``new_id_store``): ``vendor device [subvendor subdevice class class_mask]`` in
-  hex, fewer than two fields EINVAL; every unbound function it matches (and whose override
-  does not name another driver) is bound. The ID itself is not kept for functions that come
-  later.
+- ``new_id`` and ``remove_id``: ``mokkafs.writes.dynids``; the IDs are kept, and a function
+  that appears later is probed against them.
 - vfio-pci binds only a function in an IOMMU group (EINVAL otherwise, as
   ``vfio_pci_core_register_device`` fails without one).
 
 An unbound HCA function loses its RDMA device and its netdev, as mlx5's remove takes them.
-Unbinding a PF with VFs is refused with EBUSY here; the kernel's mlx5 would disable them.
+Unbinding a PF with VFs is never refused: mlx5_core's remove (``remove_one`` calls
+``mlx5_sriov_disable``; drivers/net/ethernet/mellanox/mlx5/core/main.c) disables SR-IOV
+first, so the VFs go with their writes and ``sriov_numvfs`` reads 0; on the unbound PF a
+store of another count is ENOENT (drivers/pci/iov.c ``sriov_numvfs_store``).
 """
 
 from __future__ import annotations
@@ -36,14 +36,15 @@ import errno
 from dataclasses import replace
 
 from mokkafs.state import PciFunction, State
+from mokkafs.writes import dynids
 from mokkafs.writes.attributes import Attribute, WriteRefused
+from mokkafs.writes.dynids import native
 
 DRIVERS_DIR = "sys/bus/pci/drivers"
 BUS_DIR = "sys/bus/pci"
-DRIVER_STORES = ("bind", "unbind", "new_id")  # in a driver's directory
+DRIVER_STORES = ("bind", "unbind", "new_id", "remove_id")  # in a driver's directory
 VFIO = "vfio-pci"
 BUS_STORES = ("drivers_probe",)  # in the bus's directory
-MELLANOX = 0x15B3
 PAGE = 4096
 
 Change = tuple[str, str, str]  # (function, kept attribute, value)
@@ -56,18 +57,6 @@ def is_bus_store(directory: str, name: str) -> bool:
     return name in BUS_STORES and directory == BUS_DIR
 
 
-def native(fn: PciFunction) -> str:
-    """The driver whose ID table claims ``fn``: the profile's binding."""
-    return fn.native_driver if fn.native_driver is not None else fn.driver
-
-
-def matches(fn: PciFunction, driver: str) -> bool:
-    """``pci_match_device``: the override decides where it is set; else the ID tables."""
-    if fn.driver_override is not None:
-        return fn.driver_override == driver
-    return driver == native(fn) or (driver == "mlx5_core" and fn.vendor == MELLANOX)
-
-
 def _function(text: str, served: State) -> PciFunction:
     name = text[:-1] if text.endswith("\n") else text
     try:
@@ -77,52 +66,22 @@ def _function(text: str, served: State) -> PciFunction:
 
 
 def _binding(fn: PciFunction, driver: str) -> Change:
-    if not driver and fn.sriov is not None and fn.sriov.numvfs:
-        raise WriteRefused(errno.EBUSY, f"{fn.bdf} has VFs; disable them before unbinding")
     return (fn.bdf, "driver", driver)
 
 
-def _probes(fn: PciFunction, driver: str, served: State) -> bool:
-    """Whether ``driver``'s probe takes ``fn``."""
-    return driver != VFIO or (served.iommu and fn.iommu_group is not None)
-
-
-def _new_id(driver: str, text: str, served: State) -> list[Change]:
-    fields = text.split()[:7]
-    try:
-        ids = [int(f, 16) for f in fields[:6]]
-    except ValueError:
-        raise WriteRefused(errno.EINVAL, "not hexadecimal IDs") from None
-    if len(ids) < 2:
-        raise WriteRefused(errno.EINVAL, "a vendor and a device ID are needed")
-    any_id = 0xFFFFFFFF  # PCI_ANY_ID
-    vendor, device = ids[0], ids[1]
-    sub_vendor, sub_device = [*ids[2:4], any_id, any_id][:2]
-    cls, mask = [*ids[4:6], 0, 0][:2]
-
-    def claims(fn: PciFunction) -> bool:
-        return (vendor in (any_id, fn.vendor) and device in (any_id, fn.device)
-                and sub_vendor in (any_id, fn.subsystem_vendor)
-                and sub_device in (any_id, fn.subsystem_device)
-                and (fn.class_code ^ cls) & mask == 0
-                and fn.driver_override in (None, driver))
-    return [_binding(fn, driver) for fn in served.functions
-            if not fn.driver and claims(fn) and _probes(fn, driver, served)]
-
-
-def bus_store(holder: str, name: str, text: str, served: State) -> list[Change]:
-    """The kept writes one store to a bus file makes (none: it changes nothing).
-    ``holder``: the driver whose directory holds ``bind``/``unbind``; ``pci`` for the bus."""
+def bus_store(holder: str, name: str, text: str, served: State,
+              ids: dynids.DynIds) -> list[Change]:
+    """The kept writes one store to ``bind``, ``unbind`` or ``drivers_probe`` makes (none:
+    it changes nothing), with ``ids`` the drivers' dynamic IDs. ``holder``: the driver whose
+    directory holds ``bind``/``unbind``; ``pci`` for the bus."""
     text = text.partition("\0")[0]
-    if name == "new_id":
-        return _new_id(holder, text, served)
     fn = _function(text, served)
     if name == "bind":
-        if holder not in served.pci_drivers or not matches(fn, holder):
+        if holder not in served.pci_drivers or not dynids.matches(fn, holder, ids):
             raise WriteRefused(errno.ENODEV, f"{holder} does not match {fn.bdf}")
         if fn.driver:
             raise WriteRefused(errno.EBUSY, f"{fn.bdf} is bound to {fn.driver}")
-        if not _probes(fn, holder, served):
+        if not dynids.probes(fn, holder, served):
             raise WriteRefused(errno.EINVAL, f"{fn.bdf} is in no IOMMU group")
         return [_binding(fn, holder)]
     if name == "unbind":
@@ -132,10 +91,8 @@ def bus_store(holder: str, name: str, text: str, served: State) -> list[Change]:
     if name == "drivers_probe":
         if fn.driver:
             return []
-        for driver in served.pci_drivers:
-            if matches(fn, driver) and _probes(fn, driver, served):
-                return [_binding(fn, driver)]
-        return []
+        driver = dynids.probe(fn, served, ids)
+        return [_binding(fn, driver)] if driver else []
     raise WriteRefused(errno.EACCES, f"{holder}/{name} cannot be written")
 
 
