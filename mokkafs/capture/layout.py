@@ -1,16 +1,17 @@
 """The functions of a captured node that mokkafs's own sections make: GPUs (``devices``),
 NVSwitches (``nvlink.switches``), ConnectX HCAs (``infiniband.devices``) and the root ports
 and switches above them (``pcie_topology``). The sections are written, the profile compiled,
-and every function it makes compared with the captured one (place, identity, IRQ, NUMA node,
-config space); only when all of them come out the same are they described, else every
-function is kept verbatim and the notes say which one differed."""
+and every function it makes compared with the captured one (``mokkafs.capture.overrides``).
+When every one sits at its captured place, they are described, and each whose attributes or
+config space differ (a real node's) keeps its captured ones in a ``pci_functions`` override;
+else every function is kept verbatim and the notes say which one was elsewhere."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from mokkafs.capture import infiniband
+from mokkafs.capture import infiniband, overrides
 from mokkafs.capture.guarded import Root
 from mokkafs.capture.ident import gpu_information
 from mokkafs.capture.notes import Notes
@@ -19,15 +20,10 @@ from mokkafs.capture.profile_writer import Hex
 from mokkafs.errors import ProfileError
 from mokkafs.profile.compile import Options, compile_profile
 from mokkafs.profile.schema import Profile
-from mokkafs.state import PciFunction
-from mokkafs.surfaces.pci_config import config_space
 
 NVIDIA, MELLANOX = 0x10DE, 0x15B3
 SPEEDS = {"2.5 GT/s PCIe": 1, "5.0 GT/s PCIe": 2, "8.0 GT/s PCIe": 3, "16.0 GT/s PCIe": 4,
           "32.0 GT/s PCIe": 5, "64.0 GT/s PCIe": 6}
-COMPARED = ("vendor", "device", "subsystem_vendor", "subsystem_device", "class", "revision",
-            "irq", "numa_node", "local_cpulist", "resource", "max_link_speed",
-            "current_link_speed", "max_link_width", "current_link_width")
 
 
 def _is_gpu(fn: Function) -> bool:
@@ -99,21 +95,6 @@ def _topology(fns: list[Function], members: list[Function], doc: dict[str, Any])
         topo["switch"] = _ids(others[0])
 
 
-def _differs(made: PciFunction, fn: Function | None) -> str | None:
-    if fn is None:
-        return "mokkafs would add it"
-    if made.path.split("/")[2:] != [fn.root, *fn.chain, fn.bdf]:
-        return "another place"
-    if made.kind != "bridge" and made.irq != fn.number("irq", -1):
-        return "another IRQ"
-    mine = config_space(made)
-    if fn.config != mine[:len(fn.config)]:
-        return "another config space"
-    if made.numa_node != fn.number("numa_node", -1):
-        return "another NUMA node"
-    return None
-
-
 def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: str,
              notes: Notes) -> set[str]:
     """Write the sections that make the node's GPUs, NVSwitches, HCAs and their bridges into
@@ -150,11 +131,16 @@ def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: st
                   "(their driver's files are not served)", str(exc).splitlines()[0])
         return set()
     for made in state.functions:
-        why = _differs(made, by_bdf.get(made.bdf))
+        why = overrides.unplaced(made, by_bdf.get(made.bdf))
         if why is not None:
             notes.add("GPUs, NVSwitches and HCAs kept verbatim: mokkafs's layout does not "
                       f"reproduce them ({why}; their driver's files are not served)", made.bdf)
             return set()
+    files = overrides.made_files(state)
+    changed = [overrides.override(by_bdf[made.bdf]) for made in state.functions
+               if overrides.differs(files[made.path], by_bdf[made.bdf])]
+    if changed:
+        cand["pci_functions"] = changed
     doc.clear()
     doc.update(cand)
     return {fn.bdf for fn in state.functions}

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from mokkafs.state import PciFunction, State
 from mokkafs.surfaces import power
-from mokkafs.tree.nodes import Dir, File, Node, relative_link
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 # The kernel's writable attributes (others are 0444)
 MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus": 0o644,
@@ -19,9 +19,15 @@ MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus
 def function(fn: PciFunction, state: State) -> Iterator[Node]:
     d = fn.path
     yield Dir(d)
+    # a made function whose attributes a capture kept: what writes change is the State's
+    made = fn.kind != "other" and any(name == "driver_override" for name, _ in fn.raw or ())
     for name, data in fn.raw or ():
-        yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
-    yield File(f"{d}/config", fn.config, 0o644)
+        if not (made and name == "driver_override"):
+            yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
+    if made:  # mokkafs.writes.drivers
+        yield text(f"{d}/driver_override", fn.driver_override or "(null)", 0o644)
+    # fallen off the bus (a fault): every config read completes with all ones
+    yield File(f"{d}/config", b"\xff" * len(fn.config) if fn.lost else fn.config, 0o644)
     if fn.vpd:
         yield File(f"{d}/vpd", fn.vpd, 0o600)
     yield File(f"{d}/remove", b"", 0o220, error=13)
