@@ -63,7 +63,9 @@ def _as_real(d: Path, n: int) -> None:
 
 def _realize(tree: Path) -> tuple[list[str], list[str]]:
     """The GPUs' and HCAs' addresses, once they and the bridges above them are changed."""
-    gpus, hcas, bridges = [], [], set()
+    gpus: list[str] = []
+    hcas: list[str] = []
+    bridges: set[str] = set()
     for link in sorted((tree / BUS).iterdir()):
         d = link.resolve()
         vendor, cls = (d / "vendor").read_text().strip(), (d / "class").read_text().strip()
