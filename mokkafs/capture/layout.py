@@ -20,6 +20,7 @@ from mokkafs.capture.profile_writer import Hex
 from mokkafs.errors import ProfileError
 from mokkafs.profile.compile import Options, compile_profile
 from mokkafs.profile.schema import Profile
+from mokkafs.state import State
 
 NVIDIA, MELLANOX = 0x10DE, 0x15B3
 SPEEDS = {"2.5 GT/s PCIe": 1, "5.0 GT/s PCIe": 2, "8.0 GT/s PCIe": 3, "16.0 GT/s PCIe": 4,
@@ -95,15 +96,16 @@ def _topology(fns: list[Function], members: list[Function], doc: dict[str, Any])
         topo["switch"] = _ids(others[0])
 
 
-def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: str,
-             notes: Notes) -> set[str]:
-    """Write the sections that make the node's GPUs, NVSwitches, HCAs and their bridges into
-    ``doc`` when they reproduce them; the addresses of the functions they make."""
-    gpus = [fn for fn in fns if _is_gpu(fn)]
-    nvswitches = [fn for fn in fns if _is_nvswitch(fn)]
-    hcas = [fn for fn in fns if _is_hca(fn)]
-    if not (gpus or nvswitches or hcas):
-        return set()
+ROUNDS = 8  # times the sections are rewritten without the functions they put elsewhere
+ALL_KEPT = "GPUs, NVSwitches and HCAs kept verbatim"
+
+
+def _sections(root: Root, fns: list[Function], doc: dict[str, Any], node_name: str,
+              members: tuple[list[Function], list[Function], list[Function]],
+              notes: Notes) -> tuple[dict[str, Any], list[Function]]:
+    """``doc`` with the sections that make ``members`` (GPUs, NVSwitches, HCAs); the members
+    they make (HCAs without an RDMA device are not)."""
+    gpus, nvswitches, hcas = members
     cand = copy.deepcopy(doc)
     entries = [_gpu(root, fn, i) for i, fn in enumerate(gpus)]
     order = sorted(range(len(gpus)), key=lambda i: (entries[i].get("minor_number", i), i))
@@ -122,23 +124,78 @@ def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: st
     else:
         hcas = []
     _topology(fns, gpus + nvswitches + hcas, cand)
-    by_bdf = {fn.bdf: fn for fn in fns}
-    try:
-        profile = Profile.model_validate(cand)
-        state = compile_profile(profile, {}, "capture", Options(node_name=node_name))
-    except (ProfileError, ValueError) as exc:
-        notes.add("GPUs, NVSwitches and HCAs kept verbatim: no profile section makes them "
-                  "(their driver's files are not served)", str(exc).splitlines()[0])
+    return cand, gpus + nvswitches + hcas
+
+
+def _merge(into: Notes, notes: Notes) -> None:
+    for kind, items in notes.kinds.items():
+        for item in items:
+            into.add(kind, item)
+
+
+def _elsewhere(state: State, made: list[Function], by_bdf: dict[str, Function]
+               ) -> dict[str, str] | None:
+    """Members whose place the sections do not reproduce -> why (at which function), or
+    None when the sections reproduce every function they make."""
+    wrong = {fn.bdf: why for fn in state.functions
+             if (why := overrides.unplaced(fn, by_bdf.get(fn.bdf))) is not None}
+    if not wrong:
+        return None
+    out = {}
+    for member in made:
+        hit = next((p for p in state.function(member.bdf).path.split("/")[3:] if p in wrong),
+                   None)
+        if hit is not None:
+            out[member.bdf] = f"{wrong[hit]}: {hit}"
+    return out
+
+
+def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: str,
+             notes: Notes) -> set[str]:
+    """Write the sections that make the node's GPUs, NVSwitches, HCAs and their bridges into
+    ``doc`` where they reproduce their place, and an override for each whose attributes
+    differ; the addresses of the functions they make. A member the sections put elsewhere
+    (or below a bridge they put elsewhere) is left to be kept verbatim and the sections are
+    written again without it."""
+    members = ([fn for fn in fns if _is_gpu(fn)], [fn for fn in fns if _is_nvswitch(fn)],
+               [fn for fn in fns if _is_hca(fn)])
+    if not any(members):
         return set()
-    for made in state.functions:
-        why = overrides.unplaced(made, by_bdf.get(made.bdf))
-        if why is not None:
-            notes.add("GPUs, NVSwitches and HCAs kept verbatim: mokkafs's layout does not "
-                      f"reproduce them ({why}; their driver's files are not served)", made.bdf)
+    by_bdf = {fn.bdf: fn for fn in fns}
+    for _ in range(ROUNDS):
+        scratch = Notes()
+        cand, made = _sections(root, fns, doc, node_name, members, scratch)
+        try:
+            profile = Profile.model_validate(cand)
+            state = compile_profile(profile, {}, "capture", Options(node_name=node_name))
+        except (ProfileError, ValueError) as exc:
+            _merge(notes, scratch)
+            notes.add(f"{ALL_KEPT}: no profile section makes them (their driver's files are "
+                      "not served)", str(exc).splitlines()[0])
             return set()
+        elsewhere = _elsewhere(state, made, by_bdf)
+        if elsewhere is None:
+            _merge(notes, scratch)
+            break
+        if not elsewhere or len(elsewhere) == len(made):
+            _merge(notes, scratch)
+            why = next(iter(elsewhere.values()), "another place")
+            notes.add(f"{ALL_KEPT}: mokkafs's layout does not reproduce them ({why}; their "
+                      "driver's files are not served)", next(iter(elsewhere), "all"))
+            return set()
+        for bdf, why in elsewhere.items():
+            notes.add("GPUs, NVSwitches and HCAs kept verbatim one by one: mokkafs's layout "
+                      "does not reproduce their place (their driver's files are not served)",
+                      f"{bdf} ({why})")
+        gpus, nvswitches, hcas = ([fn for fn in group if fn.bdf not in elsewhere]
+                                  for group in members)
+        members = (gpus, nvswitches, hcas)
+    else:
+        notes.add(f"{ALL_KEPT}: mokkafs's layout does not reproduce their places", "all")
+        return set()
     files = overrides.made_files(state)
-    changed = [overrides.override(by_bdf[made.bdf]) for made in state.functions
-               if overrides.differs(files[made.path], by_bdf[made.bdf])]
+    changed = [overrides.override(by_bdf[fn.bdf], files[fn.path]) for fn in state.functions
+               if overrides.differs(files[fn.path], by_bdf[fn.bdf])]
     if changed:
         cand["pci_functions"] = changed
     doc.clear()

@@ -8,12 +8,13 @@ entry with ``overrides: true`` that keeps the captured ones verbatim
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from mokkafs.capture import kept
 from mokkafs.capture.pci import SKIP, Function
 from mokkafs.state import PciFunction, State
-from mokkafs.surfaces import pci
+from mokkafs.surfaces import SURFACES
 from mokkafs.tree.nodes import File
 
 
@@ -28,20 +29,34 @@ def unplaced(made: PciFunction, fn: Function | None) -> str | None:
     return None
 
 
-def made_files(state: State) -> dict[str, dict[str, bytes]]:
-    """Directory -> name -> bytes of every static, readable file the PCI surface makes in a
-    function's directory, as a capture of the view would read them."""
-    dirs = {fn.path for fn in state.functions}
-    out: dict[str, dict[str, bytes]] = {d: {} for d in dirs}
-    for node in pci.nodes(state):
-        if isinstance(node, File) and node.directory in dirs and not node.error \
-                and isinstance(node.content, bytes):
-            out[node.directory][node.name] = node.content
+@dataclass
+class Made:
+    """What the view serves in one function's directory: every static, readable file, as a
+    capture of the view would read it, and the names surfaces other than PCI's serve there
+    (a PF's ``sriov_*``), which an override leaves to them."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    others: set[str] = field(default_factory=set)
+
+
+def made_files(state: State) -> dict[str, Made]:
+    """Directory of each function -> what the view serves there."""
+    out = {fn.path: Made() for fn in state.functions}
+    for surface in SURFACES:
+        for node in surface.nodes(state, surface.cache()):
+            made = out.get(node.directory)
+            if made is None or not isinstance(node, File):
+                continue
+            if not node.error and isinstance(node.content, bytes):
+                made.files[node.name] = node.content
+            if surface.name != "pci":
+                made.others.add(node.name)
     return out
 
 
-def differs(files: dict[str, bytes], fn: Function) -> bool:
+def differs(made_here: Made, fn: Function) -> bool:
     """Whether the made function's files differ from what was captured of it."""
+    files = made_here.files
     made = {k: v for k, v in files.items() if not SKIP.match(k)}
     captured = {k: v.encode() for k, v in fn.attributes.items()}
     if made != captured:
@@ -52,10 +67,12 @@ def differs(files: dict[str, bytes], fn: Function) -> bool:
     return bool(fn.vpd) and fn.vpd != files.get("vpd", b"")
 
 
-def override(fn: Function) -> dict[str, Any]:
+def override(fn: Function, made_here: Made) -> dict[str, Any]:
     """The ``pci_functions`` entry that keeps a made function's captured attributes: its
-    place, driver and IOMMU group are the sections'."""
+    place, driver and IOMMU group are the sections'; what other surfaces serve is theirs."""
     entry = kept.entry(fn)
+    entry["attributes"] = {k: v for k, v in entry["attributes"].items()
+                           if k not in made_here.others}
     entry.pop("driver", None)
     entry.pop("iommu_group", None)
     entry["overrides"] = True
