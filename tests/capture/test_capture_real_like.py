@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -82,23 +83,33 @@ def _realize(tree: Path) -> tuple[list[str], list[str]]:
     return gpus, hcas
 
 
-def test_a_capture_of_a_real_like_node_describes_its_gpus_and_hcas_as_they_were(
-        tmp_path: Path) -> None:
-    tree, captured = tmp_path / "node", tmp_path / "node.yaml"
+def _node(tmp_path: Path) -> tuple[Path, list[str], list[str]]:
+    tree = tmp_path / "node"
     with mokkafs_mount(tmp_path / "a" / "mnt", ["--profile", "h100", *VIEW]) as first:
         _copy(first.path, tree)
     gpus, hcas = _realize(tree)
     assert len(gpus) == 8 and len(hcas) == 12
+    return tree, gpus, hcas
+
+
+def _capture(tree: Path, captured: Path) -> tuple[dict[str, Any], str]:
     done = subprocess.run([sys.executable, "-m", "mokkafs", "capture", "--root", str(tree),
                            "--node-name", "node-a", "--output", str(captured)],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr
-    doc = yaml.safe_load(captured.read_text())
+    return yaml.safe_load(captured.read_text()), done.stderr
+
+
+def test_a_capture_of_a_real_like_node_describes_its_gpus_and_hcas_as_they_were(
+        tmp_path: Path) -> None:
+    tree, gpus, hcas = _node(tmp_path)
+    captured = tmp_path / "node.yaml"
+    doc, stderr = _capture(tree, captured)
     assert sorted(d["pci"]["bus_id"] for d in doc["devices"]) == gpus
     assert sorted(d["bus_id"] for d in doc["infiniband"]["devices"]) == hcas
     overridden = {e["bdf"] for e in doc["pci_functions"] if e.get("overrides")}
     assert set(gpus) | set(hcas) <= overridden
-    assert "kept verbatim" not in done.stderr, done.stderr
+    assert "kept verbatim" not in stderr, stderr
     with mokkafs_mount(tmp_path / "b" / "mnt", ["--profile", str(captured), *VIEW]) as second:
         for args in (("-vvv", "-nn"), ("-tv",)):
             assert lspci(second.sys, *args) == lspci(tree / "sys", *args)
@@ -116,3 +127,27 @@ def test_a_capture_of_a_real_like_node_describes_its_gpus_and_hcas_as_they_were(
         for name in names:
             device = (second.sys / f"class/infiniband/{name}/device").resolve()
             assert device.name in hcas
+
+
+def test_a_gpu_the_sections_put_elsewhere_is_kept_verbatim_and_the_others_described(
+        tmp_path: Path) -> None:
+    tree, gpus, hcas = _node(tmp_path)
+    last = (tree / BUS / gpus[-1]).resolve()
+    (last / "numa_node").write_text("0\n")  # a BIOS that puts it on another node than its root
+    captured = tmp_path / "node.yaml"
+    doc, stderr = _capture(tree, captured)
+    assert "kept verbatim one by one" in stderr and gpus[-1] in stderr, stderr
+    described = sorted(d["pci"]["bus_id"] for d in doc["devices"])
+    assert described == gpus[:-1]
+    entries = {e["bdf"]: e for e in doc["pci_functions"]}
+    assert not entries[gpus[-1]].get("overrides") and entries[gpus[-1]]["driver"] == "nvidia"
+    ib = sorted(d["bus_id"] for d in doc["infiniband"]["devices"])
+    assert ib and set(ib) < set(hcas)  # the HCAs on the GPU's root complex are kept too
+    with mokkafs_mount(tmp_path / "b" / "mnt", ["--profile", str(captured), *VIEW]) as second:
+        for args in (("-vvv", "-nn"), ("-tv",)):
+            assert lspci(second.sys, *args) == lspci(tree / "sys", *args)
+        gpu_dirs = sorted(p.name for p in (second.path / "proc/driver/nvidia/gpus").iterdir())
+        assert gpu_dirs == gpus[:-1]
+        names = {(second.sys / f"class/infiniband/{n}/device").resolve().name
+                 for n in (p.name for p in (second.sys / "class/infiniband").iterdir())}
+        assert names == set(ib)
