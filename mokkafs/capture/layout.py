@@ -2,9 +2,10 @@
 NVSwitches (``nvlink.switches``), ConnectX HCAs (``infiniband.devices``) and the root ports
 and switches above them (``pcie_topology``). The sections are written, the profile compiled,
 and every function it makes compared with the captured one (``mokkafs.capture.overrides``).
-When every one sits at its captured place, they are described, and each whose attributes or
-config space differ (a real node's) keeps its captured ones in a ``pci_functions`` override;
-else every function is kept verbatim and the notes say which one was elsewhere."""
+Each whose attributes or config space differ (a real node's) keeps its captured ones in a
+``pci_functions`` override. A GPU, NVSwitch or HCA the sections put elsewhere (or below a
+bridge they put elsewhere) is left to be kept verbatim, the notes say why, and the sections
+are written again without it."""
 
 from __future__ import annotations
 

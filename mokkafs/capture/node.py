@@ -4,8 +4,8 @@ PCI functions mokkafs can make itself (GPUs, NVSwitches, ConnectX HCAs and the r
 switches above them, ``mokkafs.capture.layout``) are described by the sections that make them,
 so the view keeps serving their driver's files; the profile is then compiled and every
 function it makes is compared with the captured one. One whose attributes or config space
-differ keeps the captured ones in an override (``pci_functions``, ``overrides: true``); when
-one sits elsewhere, all of them are kept verbatim, as is every other function.
+differ keeps the captured ones in an override (``pci_functions``, ``overrides: true``); one
+they put elsewhere is kept verbatim (``pci_functions``), as is every other function.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 raw_functions``) -> the functions the other sections make, with the captured attributes'
 text and config space in place of the made ones (``raw``, ``config``, ``vpd``) and the
 captured IRQ. The function keeps its kind, identity, place and NUMA node: it stays a GPU,
-an HCA or a bridge, so every driver surface still serves it. Attributes another surface
+an HCA or a bridge, so every driver surface still serves it. An entry without ``vpd`` (a
+capture that could not read it, or dropped it) keeps the made VPD. Attributes another surface
 serves in the same directory (a PF's ``sriov_*``) are left to that surface."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def _overridden(fn: PciFunction, raw: RawFunction) -> PciFunction:
     attrs = {k: v for k, v in raw.attributes.items()
              if not (fn.sriov is not None and k.startswith(SRIOV_OWNED))}
     return replace(fn, raw=tuple(sorted((k, v.encode()) for k, v in attrs.items())),
-                   config=raw.config_bytes(), vpd=bytes.fromhex(raw.vpd),
+                   config=raw.config_bytes(), vpd=bytes.fromhex(raw.vpd) or fn.vpd,
                    irq=_irq(attrs.get("irq"), fn.irq))
 
 

@@ -62,3 +62,16 @@ def test_wrong_overrides_name_the_field_and_the_fix(entries: str, where: str,
     with pytest.raises(ProfileError) as err:
         compile_text(H100 + "pci_functions:\n" + entries, "p.yaml", OPTIONS)
     assert where in str(err.value) and fix in str(err.value), str(err.value)
+
+
+def test_an_override_without_vpd_keeps_the_made_vpd() -> None:
+    b200 = (SHIPPED_PROFILES / "b200.yaml").read_text()
+    hca = "0000:e9:00.0"  # the B200's NVLink management NIC, with VPD (SW_MNG)
+    made = compile_text(b200, "b200.yaml", OPTIONS).function(hca)
+    assert made.vpd and made.kind == "hca"
+    entry = _entry(bdf=hca, root=made.root, parent=str(made.parent))
+    state = compile_text(b200 + "pci_functions:\n" + entry, "p.yaml", OPTIONS)
+    assert state.function(hca).vpd == made.vpd and state.function(hca).irq == 211
+    with_vpd = _entry(bdf=hca, root=made.root, parent=str(made.parent), more=', vpd: "82"')
+    state = compile_text(b200 + "pci_functions:\n" + with_vpd, "p.yaml", OPTIONS)
+    assert state.function(hca).vpd == b"\x82"
