@@ -16,15 +16,21 @@ MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus
          "reset_method": 0o644, "sriov_numvfs": 0o664, "sriov_drivers_autoprobe": 0o644}
 
 
-def function(fn: PciFunction, state: State) -> Iterator[Node]:
+def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Iterator[Node]:
+    """``rebound``: a made function's own ``uevent``, once a write changed its driver."""
     d = fn.path
     yield Dir(d)
-    # a made function whose attributes a capture kept: what writes change is the State's
-    made = fn.kind != "other" and any(name == "driver_override" for name, _ in fn.raw or ())
+    # A made function whose attributes a capture kept (mokkafs.profile.raw_override): what
+    # writes change (mokkafs.writes.drivers) is the State's.
+    names = {name for name, _ in fn.raw or ()}
+    own = {"driver_override"} & names if fn.kind != "other" else set()
+    if rebound is not None and "uevent" in names:
+        own.add("uevent")
+        yield File(f"{d}/uevent", rebound, 0o644)
     for name, data in fn.raw or ():
-        if not (made and name == "driver_override"):
+        if name not in own:
             yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
-    if made:  # mokkafs.writes.drivers
+    if "driver_override" in own:
         yield text(f"{d}/driver_override", fn.driver_override or "(null)", 0o644)
     # fallen off the bus (a fault): every config read completes with all ones
     yield File(f"{d}/config", b"\xff" * len(fn.config) if fn.lost else fn.config, 0o644)

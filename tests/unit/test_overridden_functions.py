@@ -5,6 +5,8 @@ refused with the field and the fix."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from mokkafs.errors import ProfileError
@@ -75,3 +77,19 @@ def test_an_override_without_vpd_keeps_the_made_vpd() -> None:
     with_vpd = _entry(bdf=hca, root=made.root, parent=str(made.parent), more=', vpd: "82"')
     state = compile_text(b200 + "pci_functions:\n" + with_vpd, "p.yaml", OPTIONS)
     assert state.function(hca).vpd == b"\x82"
+
+
+def test_an_overridden_gpu_rebound_by_a_write_serves_the_states_binding() -> None:
+    uevent = 'uevent: "DRIVER=nvidia\\nPCI_SLOT_NAME=0000:1b:00.0\\n", driver_override:'
+    text = H100 + "pci_functions:\n" + _entry().replace("driver_override:", uevent)
+    state = compile_text(text, "p.yaml", OPTIONS)
+    gpu = state.function(H100_GPU0)
+    assert _content(tree_of(state), f"{gpu.path}/uevent").startswith(b"DRIVER=nvidia\nPCI_SLOT")
+    # what mokkafs.writes.drivers makes of driver_override and bind writes
+    bound = replace(gpu, driver="vfio-pci", driver_override="vfio-pci", native_driver="nvidia")
+    state = replace(state, functions=tuple(bound if fn.bdf == gpu.bdf else fn
+                                           for fn in state.functions))
+    tree = tree_of(state)
+    assert _content(tree, f"{gpu.path}/driver_override") == b"vfio-pci\n"
+    assert _content(tree, f"{gpu.path}/uevent").startswith(b"DRIVER=vfio-pci\nPCI_CLASS=30200")
+    assert _content(tree, f"{gpu.path}/irq") == b"211\n"  # still the captured one
