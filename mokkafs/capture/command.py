@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     if args.anonymize:
         doc, replaced = anonymize(doc, name)
     header = [f"mokkafs capture of {'a tree' if args.root != '/' else 'this host'}: "
-              f"{result.described} PCI functions described, {result.kept} kept verbatim"]
+              f"{result.described} PCI functions described ({result.overridden} with their "
+              f"captured attributes), {result.kept} kept verbatim"]
     header += [f"anonymized: {line}" for line in replaced]
     text = render(doc, header)
     for line in result.notes.lines():

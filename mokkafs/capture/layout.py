@@ -1,16 +1,18 @@
 """The functions of a captured node that mokkafs's own sections make: GPUs (``devices``),
 NVSwitches (``nvlink.switches``), ConnectX HCAs (``infiniband.devices``) and the root ports
 and switches above them (``pcie_topology``). The sections are written, the profile compiled,
-and every function it makes compared with the captured one (place, identity, IRQ, NUMA node,
-config space); only when all of them come out the same are they described, else every
-function is kept verbatim and the notes say which one differed."""
+and every function it makes compared with the captured one (``mokkafs.capture.overrides``).
+Each whose attributes or config space differ (a real node's) keeps its captured ones in a
+``pci_functions`` override. A GPU, NVSwitch or HCA the sections put elsewhere (or below a
+bridge they put elsewhere) is left to be kept verbatim, the notes say why, and the sections
+are written again without it."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from mokkafs.capture import infiniband
+from mokkafs.capture import infiniband, overrides
 from mokkafs.capture.guarded import Root
 from mokkafs.capture.ident import gpu_information
 from mokkafs.capture.notes import Notes
@@ -19,15 +21,11 @@ from mokkafs.capture.profile_writer import Hex
 from mokkafs.errors import ProfileError
 from mokkafs.profile.compile import Options, compile_profile
 from mokkafs.profile.schema import Profile
-from mokkafs.state import PciFunction
-from mokkafs.surfaces.pci_config import config_space
+from mokkafs.state import State
 
 NVIDIA, MELLANOX = 0x10DE, 0x15B3
 SPEEDS = {"2.5 GT/s PCIe": 1, "5.0 GT/s PCIe": 2, "8.0 GT/s PCIe": 3, "16.0 GT/s PCIe": 4,
           "32.0 GT/s PCIe": 5, "64.0 GT/s PCIe": 6}
-COMPARED = ("vendor", "device", "subsystem_vendor", "subsystem_device", "class", "revision",
-            "irq", "numa_node", "local_cpulist", "resource", "max_link_speed",
-            "current_link_speed", "max_link_width", "current_link_width")
 
 
 def _is_gpu(fn: Function) -> bool:
@@ -99,30 +97,16 @@ def _topology(fns: list[Function], members: list[Function], doc: dict[str, Any])
         topo["switch"] = _ids(others[0])
 
 
-def _differs(made: PciFunction, fn: Function | None) -> str | None:
-    if fn is None:
-        return "mokkafs would add it"
-    if made.path.split("/")[2:] != [fn.root, *fn.chain, fn.bdf]:
-        return "another place"
-    if made.kind != "bridge" and made.irq != fn.number("irq", -1):
-        return "another IRQ"
-    mine = config_space(made)
-    if fn.config != mine[:len(fn.config)]:
-        return "another config space"
-    if made.numa_node != fn.number("numa_node", -1):
-        return "another NUMA node"
-    return None
+ROUNDS = 8  # times the sections are rewritten without the functions they put elsewhere
+ALL_KEPT = "GPUs, NVSwitches and HCAs kept verbatim"
 
 
-def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: str,
-             notes: Notes) -> set[str]:
-    """Write the sections that make the node's GPUs, NVSwitches, HCAs and their bridges into
-    ``doc`` when they reproduce them; the addresses of the functions they make."""
-    gpus = [fn for fn in fns if _is_gpu(fn)]
-    nvswitches = [fn for fn in fns if _is_nvswitch(fn)]
-    hcas = [fn for fn in fns if _is_hca(fn)]
-    if not (gpus or nvswitches or hcas):
-        return set()
+def _sections(root: Root, fns: list[Function], doc: dict[str, Any], node_name: str,
+              members: tuple[list[Function], list[Function], list[Function]],
+              notes: Notes) -> tuple[dict[str, Any], list[Function]]:
+    """``doc`` with the sections that make ``members`` (GPUs, NVSwitches, HCAs); the members
+    they make (HCAs without an RDMA device are not)."""
+    gpus, nvswitches, hcas = members
     cand = copy.deepcopy(doc)
     entries = [_gpu(root, fn, i) for i, fn in enumerate(gpus)]
     order = sorted(range(len(gpus)), key=lambda i: (entries[i].get("minor_number", i), i))
@@ -141,20 +125,80 @@ def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: st
     else:
         hcas = []
     _topology(fns, gpus + nvswitches + hcas, cand)
-    by_bdf = {fn.bdf: fn for fn in fns}
-    try:
-        profile = Profile.model_validate(cand)
-        state = compile_profile(profile, {}, "capture", Options(node_name=node_name))
-    except (ProfileError, ValueError) as exc:
-        notes.add("GPUs, NVSwitches and HCAs kept verbatim: no profile section makes them "
-                  "(their driver's files are not served)", str(exc).splitlines()[0])
+    return cand, gpus + nvswitches + hcas
+
+
+def _merge(into: Notes, notes: Notes) -> None:
+    for kind, items in notes.kinds.items():
+        for item in items:
+            into.add(kind, item)
+
+
+def _elsewhere(state: State, made: list[Function], by_bdf: dict[str, Function]
+               ) -> dict[str, str] | None:
+    """Members whose place the sections do not reproduce -> why (at which function), or
+    None when the sections reproduce every function they make."""
+    wrong = {fn.bdf: why for fn in state.functions
+             if (why := overrides.unplaced(fn, by_bdf.get(fn.bdf))) is not None}
+    if not wrong:
+        return None
+    out = {}
+    for member in made:
+        hit = next((p for p in state.function(member.bdf).path.split("/")[3:] if p in wrong),
+                   None)
+        if hit is not None:
+            out[member.bdf] = f"{wrong[hit]}: {hit}"
+    return out
+
+
+def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: str,
+             notes: Notes) -> set[str]:
+    """Write the sections that make the node's GPUs, NVSwitches, HCAs and their bridges into
+    ``doc`` where they reproduce their place, and an override for each whose attributes
+    differ; the addresses of the functions they make. A member the sections put elsewhere
+    (or below a bridge they put elsewhere) is left to be kept verbatim and the sections are
+    written again without it."""
+    members = ([fn for fn in fns if _is_gpu(fn)], [fn for fn in fns if _is_nvswitch(fn)],
+               [fn for fn in fns if _is_hca(fn)])
+    if not any(members):
         return set()
-    for made in state.functions:
-        why = _differs(made, by_bdf.get(made.bdf))
-        if why is not None:
-            notes.add("GPUs, NVSwitches and HCAs kept verbatim: mokkafs's layout does not "
-                      f"reproduce them ({why}; their driver's files are not served)", made.bdf)
+    by_bdf = {fn.bdf: fn for fn in fns}
+    for _ in range(ROUNDS):
+        scratch = Notes()
+        cand, made = _sections(root, fns, doc, node_name, members, scratch)
+        try:
+            profile = Profile.model_validate(cand)
+            state = compile_profile(profile, {}, "capture", Options(node_name=node_name))
+        except (ProfileError, ValueError) as exc:
+            _merge(notes, scratch)
+            notes.add(f"{ALL_KEPT}: no profile section makes them (their driver's files are "
+                      "not served)", str(exc).splitlines()[0])
             return set()
+        elsewhere = _elsewhere(state, made, by_bdf)
+        if elsewhere is None:
+            _merge(notes, scratch)
+            break
+        if not elsewhere or len(elsewhere) == len(made):
+            _merge(notes, scratch)
+            why = next(iter(elsewhere.values()), "another place")
+            notes.add(f"{ALL_KEPT}: mokkafs's layout does not reproduce them ({why}; their "
+                      "driver's files are not served)", next(iter(elsewhere), "all"))
+            return set()
+        for bdf, why in elsewhere.items():
+            notes.add("GPUs, NVSwitches and HCAs kept verbatim one by one: mokkafs's layout "
+                      "does not reproduce their place (their driver's files are not served)",
+                      f"{bdf} ({why})")
+        gpus, nvswitches, hcas = ([fn for fn in group if fn.bdf not in elsewhere]
+                                  for group in members)
+        members = (gpus, nvswitches, hcas)
+    else:
+        notes.add(f"{ALL_KEPT}: mokkafs's layout does not reproduce their places", "all")
+        return set()
+    files = overrides.made_files(state)
+    changed = [overrides.override(by_bdf[fn.bdf], files[fn.path]) for fn in state.functions
+               if overrides.differs(files[fn.path], by_bdf[fn.bdf])]
+    if changed:
+        cand["pci_functions"] = changed
     doc.clear()
     doc.update(cand)
     return {fn.bdf for fn in state.functions}

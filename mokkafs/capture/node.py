@@ -3,8 +3,9 @@
 PCI functions mokkafs can make itself (GPUs, NVSwitches, ConnectX HCAs and the root ports and
 switches above them, ``mokkafs.capture.layout``) are described by the sections that make them,
 so the view keeps serving their driver's files; the profile is then compiled and every
-function it makes is compared with the captured one (place, identity, config space). Whatever
-does not come out the same, and every other function, is kept verbatim (``pci_functions``).
+function it makes is compared with the captured one. One whose attributes or config space
+differ keeps the captured ones in an override (``pci_functions``, ``overrides: true``); one
+they put elsewhere is kept verbatim (``pci_functions``), as is every other function.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Capture:
     notes: Notes
     described: int  # functions the profile's sections make
     kept: int  # functions kept verbatim
+    overridden: int = 0  # described functions that keep their captured attributes
 
 
 def _roots(root: Root, fns: list[Function]) -> list[dict[str, Any]]:
@@ -77,8 +79,10 @@ def capture(root: Root, node_name: str | None) -> Capture:
     doc["node"] = {"name": name}
     described = layout.describe(root, fns, doc, name, notes)
     rest = [fn for fn in fns if fn.bdf not in described]
-    if rest:
-        doc["pci_functions"] = [kept.entry(fn) for fn in rest]
+    overrides = doc.pop("pci_functions", [])
+    if rest or overrides:
+        doc["pci_functions"] = sorted(overrides + [kept.entry(fn) for fn in rest],
+                                      key=lambda e: str(e["bdf"]))
     for late in root.stalled:  # lookups ``kind`` took as absent
         notes.add(f"paths taken as absent: {late.reason}", late.path)
-    return Capture(doc, notes, len(described), len(rest))
+    return Capture(doc, notes, len(described), len(rest), len(overrides))

@@ -35,15 +35,19 @@ def functions(kept: list[RawFunction], made: tuple[PciFunction, ...],
     paths = {fn.bdf: fn.path for fn in made}
     by_bdf: dict[str, tuple[int, RawFunction]] = {}
     for i, raw in enumerate(kept):
+        if raw.overrides:  # a made function's attributes (mokkafs.profile.raw_override)
+            continue
         bdf = str(raw.bdf)
         if bdf in paths or bdf in by_bdf:
+            hint = " (or set overrides: true to replace the made one's attributes)" \
+                if bdf in paths else ""
             problems.add(("pci_functions", i, "bdf"), f"{bdf} is already used by another "
-                         "function; every function needs its own PCI address")
+                         f"function; every function needs its own PCI address{hint}")
         by_bdf.setdefault(bdf, (i, raw))
     all_cpus = tuple(sorted({c for r in roots for c in r.cpus}))
     have = {r.id for r in roots}
     extra = {str(raw.root): RootComplex(str(raw.root), -1, all_cpus) for raw in kept
-             if str(raw.root) not in have}
+             if str(raw.root) not in have and not raw.overrides}
 
     def path(bdf: str, seen: tuple[str, ...] = ()) -> str | None:
         if bdf in paths:

@@ -74,7 +74,8 @@ def uevent(fn: PciFunction) -> str:
 
 def _function(fn: PciFunction, state: State) -> Iterator[Node]:
     if fn.raw is not None:  # kept as a capture found it
-        yield from pci_kept.function(fn, state)
+        rebound = fn.native_driver is not None and fn.kind != "other"
+        yield from pci_kept.function(fn, state, uevent(fn).encode() if rebound else None)
         return
     d = fn.path
     yield Dir(d)

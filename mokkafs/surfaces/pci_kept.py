@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from mokkafs.state import PciFunction, State
 from mokkafs.surfaces import power
-from mokkafs.tree.nodes import Dir, File, Node, relative_link
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 # The kernel's writable attributes (others are 0444)
 MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus": 0o644,
@@ -16,12 +16,24 @@ MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus
          "reset_method": 0o644, "sriov_numvfs": 0o664, "sriov_drivers_autoprobe": 0o644}
 
 
-def function(fn: PciFunction, state: State) -> Iterator[Node]:
+def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Iterator[Node]:
+    """``rebound``: a made function's own ``uevent``, once a write changed its driver."""
     d = fn.path
     yield Dir(d)
+    # A made function whose attributes a capture kept (mokkafs.profile.raw_override): what
+    # writes change (mokkafs.writes.drivers) is the State's.
+    names = {name for name, _ in fn.raw or ()}
+    own = {"driver_override"} & names if fn.kind != "other" else set()
+    if rebound is not None and "uevent" in names:
+        own.add("uevent")
+        yield File(f"{d}/uevent", rebound, 0o644)
     for name, data in fn.raw or ():
-        yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
-    yield File(f"{d}/config", fn.config, 0o644)
+        if name not in own:
+            yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
+    if "driver_override" in own:
+        yield text(f"{d}/driver_override", fn.driver_override or "(null)", 0o644)
+    # fallen off the bus (a fault): every config read completes with all ones
+    yield File(f"{d}/config", b"\xff" * len(fn.config) if fn.lost else fn.config, 0o644)
     if fn.vpd:
         yield File(f"{d}/vpd", fn.vpd, 0o600)
     yield File(f"{d}/remove", b"", 0o220, error=13)

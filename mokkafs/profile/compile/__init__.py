@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile import infiniband, raw_pci
+from mokkafs.profile import infiniband, raw_override, raw_pci
 from mokkafs.profile.compile.majors import majors
 from mokkafs.profile.compile.pci import pci_side
 from mokkafs.profile.compile.reuse import PciCache, key_of, pci_profile
@@ -58,9 +58,10 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
             raise ProfileError(filename, [Problem("infiniband", str(exc))]) from None
     kept, kept_roots = raw_pci.functions(profile.pci_functions, pci.functions, pci.roots,
                                          problems)
-    functions = pci.functions  # the reused PCI side's own, unless kept functions join it
+    # the reused PCI side's own, unless kept functions join it or override made ones
+    functions = raw_override.apply(profile.pci_functions, pci.functions, problems)
     if kept:
-        functions = tuple(sorted(pci.functions + kept, key=lambda fn: fn.bdf))
+        functions = tuple(sorted(functions + kept, key=lambda fn: fn.bdf))
     state = State(
         generation=Generation(options.generation),
         source=filename,

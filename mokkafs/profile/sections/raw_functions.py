@@ -1,7 +1,10 @@
 """mokkafs: the ``pci_functions`` a profile keeps as they were captured (``mokkafs capture``):
 functions no other section describes (a virtio device, a host bridge, a NIC, a bridge of a
 layout mokkafs does not make), each with its attributes' text and its config space verbatim,
-so ``lspci`` of the view shows exactly what it showed on the captured node."""
+so ``lspci`` of the view shows exactly what it showed on the captured node. An entry with
+``overrides: true`` names a function the other sections make (a GPU, an HCA, a bridge above
+them): its attributes and config space replace the made ones, and the function stays what the
+sections make it (``mokkafs.profile.raw_override``)."""
 
 from __future__ import annotations
 
@@ -35,6 +38,8 @@ class RawFunction(ClosedSection):
     config: Hex = ""  # its bytes up to the last non-zero one; zeros follow to config_size
     config_size: int = Field(default=0, ge=0, le=PAGE)
     vpd: Hex = ""
+    # Replaces the attributes and config space of the function the sections make at ``bdf``
+    overrides: bool = False
 
     def config_bytes(self) -> bytes:
         data = bytes.fromhex(self.config)
