@@ -9,20 +9,12 @@ serves in the same directory (a PF's ``sriov_*``) are left to that surface."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Protocol
 
+from mokkafs.profile.problems import Problems
 from mokkafs.profile.sections.raw_functions import RawFunction
 from mokkafs.state import PciFunction
 
 SRIOV_OWNED = "sriov_"  # mokkafs.surfaces.sriov serves these from the State
-
-
-class Problems(Protocol):
-    """What this module needs of the compile's ``Problems``: where it lives moves."""
-
-    def add(self, path: tuple[str | int, ...], message: str) -> None: ...
-
-    def check(self) -> None: ...
 
 
 def _irq(text: str | None, default: int) -> int:
