@@ -196,7 +196,8 @@ def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: st
         return set()
     files = overrides.made_files(state)
     changed = [overrides.override(by_bdf[fn.bdf], files[fn.path]) for fn in state.functions
-               if overrides.differs(files[fn.path], by_bdf[fn.bdf])]
+               if overrides.differs(files[fn.path], by_bdf[fn.bdf],
+                                    fn.iommu_group if state.iommu else None)]
     if changed:
         cand["pci_functions"] = changed
     doc.clear()

@@ -54,8 +54,11 @@ def made_files(state: State) -> dict[str, Made]:
     return out
 
 
-def differs(made_here: Made, fn: Function) -> bool:
-    """Whether the made function's files differ from what was captured of it."""
+def differs(made_here: Made, fn: Function, group: int | None) -> bool:
+    """Whether the made function's files, or ``group`` (the IOMMU group the view puts it in,
+    if any), differ from what was captured of it."""
+    if fn.iommu_group is not None and group != fn.iommu_group:
+        return True
     files = made_here.files
     made = {k: v for k, v in files.items() if not SKIP.match(k)}
     captured = {k: v.encode() for k, v in fn.attributes.items()}
@@ -68,12 +71,12 @@ def differs(made_here: Made, fn: Function) -> bool:
 
 
 def override(fn: Function, made_here: Made) -> dict[str, Any]:
-    """The ``pci_functions`` entry that keeps a made function's captured attributes: its
-    place, driver and IOMMU group are the sections'; what other surfaces serve is theirs."""
+    """The ``pci_functions`` entry that keeps a made function's captured attributes and
+    IOMMU group: its place and driver are the sections'; what other surfaces serve is
+    theirs."""
     entry = kept.entry(fn)
     entry["attributes"] = {k: v for k, v in entry["attributes"].items()
                            if k not in made_here.others}
     entry.pop("driver", None)
-    entry.pop("iommu_group", None)
     entry["overrides"] = True
     return entry

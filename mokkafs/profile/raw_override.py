@@ -1,7 +1,7 @@
 """The ``pci_functions`` entries with ``overrides: true`` (``mokkafs.profile.sections.
 raw_functions``) -> the functions the other sections make, with the captured attributes'
 text and config space in place of the made ones (``raw``, ``config``, ``vpd``) and the
-captured IRQ. The function keeps its kind, identity, place and NUMA node: it stays a GPU,
+captured IRQ and IOMMU group. The function keeps its kind, identity, place and NUMA node: it stays a GPU,
 an HCA or a bridge, so every driver surface still serves it. An entry without ``vpd`` (a
 capture that could not read it, or dropped it) keeps the made VPD. Attributes another surface
 serves in the same directory (a PF's ``sriov_*``) are left to that surface."""
@@ -29,7 +29,8 @@ def _overridden(fn: PciFunction, raw: RawFunction) -> PciFunction:
              if not (fn.sriov is not None and k.startswith(SRIOV_OWNED))}
     return replace(fn, raw=tuple(sorted((k, v.encode()) for k, v in attrs.items())),
                    config=raw.config_bytes(), vpd=bytes.fromhex(raw.vpd) or fn.vpd,
-                   irq=_irq(attrs.get("irq"), fn.irq))
+                   irq=_irq(attrs.get("irq"), fn.irq),
+                   iommu_group=fn.iommu_group if raw.iommu_group is None else raw.iommu_group)
 
 
 def apply(kept: list[RawFunction], made: tuple[PciFunction, ...],

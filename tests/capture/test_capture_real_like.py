@@ -1,7 +1,8 @@
 """A capture of a real node: its GPUs and HCAs are described by their sections and still look
 as they did. A copy of a DGX H100 mount stands in for the node, changed where real hardware
 differs from what mokkafs makes: each GPU's, HCA's and PCIe switch port's config space (another
-capability list, other BAR addresses), its IRQ and its ``resource``. The capture describes the
+capability list, other BAR addresses), its IRQ and its ``resource``, and each GPU's and HCA's
+IOMMU group (another number, as a real node's firmware gives). The capture describes the
 8 GPUs and 12 HCAs by ``devices`` and ``infiniband``, keeps their captured attributes in
 ``pci_functions`` overrides, and the mount of the captured profile shows ``lspci -vvv -nn``
 and ``lspci -tv`` as the tree does, byte for byte, while the NVIDIA driver's and the RDMA
@@ -10,6 +11,7 @@ stack's files are served."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -24,6 +26,8 @@ from tests.helpers.tools import require_tool
 VIEW = ["--node-name", "node-a", "--host-sysfs", "none"]
 BUS = "sys/bus/pci/devices"
 PM_CAP = 0x60  # a Power Management capability mokkafs never makes, chained after PCIe's
+GROUPS = "sys/kernel/iommu_groups"
+REAL_GROUP = 500  # a GPU's or HCA's group on the "real" node: 500 + its place in the list
 
 
 def lspci(sysfs: Path, *args: str) -> str:
@@ -62,6 +66,18 @@ def _as_real(d: Path, n: int) -> None:
     (d / "irq").write_text(f"{200 + n}\n")
 
 
+def _regroup(tree: Path, bdf: str, group: int) -> None:
+    """Move a function to IOMMU group ``group``: both links, as the kernel makes them."""
+    d = (tree / BUS / bdf).resolve()
+    old = (d / "iommu_group").resolve()
+    (old / "devices" / bdf).unlink()
+    new = tree / GROUPS / str(group) / "devices"
+    new.mkdir(parents=True)
+    (new / bdf).symlink_to(os.path.relpath(d, new))
+    (d / "iommu_group").unlink()
+    (d / "iommu_group").symlink_to(os.path.relpath(new.parent, d))
+
+
 def _realize(tree: Path) -> tuple[list[str], list[str]]:
     """The GPUs' and HCAs' addresses, once they and the bridges above them are changed."""
     gpus: list[str] = []
@@ -80,6 +96,8 @@ def _realize(tree: Path) -> tuple[list[str], list[str]]:
         bridges.update(p.name for p in d.parents if (p / "secondary_bus_number").exists())
     for n, bdf in enumerate(gpus + hcas + sorted(bridges)):
         _as_real((tree / BUS / bdf).resolve(), n)
+    for n, bdf in enumerate(gpus + hcas):
+        _regroup(tree, bdf, REAL_GROUP + n)
     return gpus, hcas
 
 
@@ -118,6 +136,10 @@ def test_a_capture_of_a_real_like_node_describes_its_gpus_and_hcas_as_they_were(
         assert shown.count(f"Capabilities: [{PM_CAP:x}] Power Management") > changed
         for n, bdf in enumerate(gpus):
             assert f"{bdf[5:]} 3D controller" in shown and f"IRQ {200 + n}" in shown
+        for n, bdf in enumerate(gpus + hcas):
+            assert f"IOMMU group: {REAL_GROUP + n}\n" in shown
+            group = second.sys / f"kernel/iommu_groups/{REAL_GROUP + n}/devices/{bdf}"
+            assert group.resolve() == (second.path / BUS / bdf).resolve()
         for n, bdf in enumerate(gpus):
             info = (second.path / f"proc/driver/nvidia/gpus/{bdf}/information").read_text()
             assert f"Bus Location: \t {bdf}" in info and f"IRQ:   \t\t {200 + n}" in info
