@@ -1,10 +1,11 @@
 """The ``pci_functions`` entries with ``overrides: true`` (``mokkafs.profile.sections.
 raw_functions``) -> the functions the other sections make, with the captured attributes'
 text and config space in place of the made ones (``raw``, ``config``, ``vpd``) and the
-captured IRQ and IOMMU group. The function keeps its kind, identity, place and NUMA node: it stays a GPU,
-an HCA or a bridge, so every driver surface still serves it. An entry without ``vpd`` (a
-capture that could not read it, or dropped it) keeps the made VPD. Attributes another surface
-serves in the same directory (a PF's ``sriov_*``) are left to that surface."""
+captured IRQ and IOMMU group. The function keeps its kind, identity, place and NUMA node:
+it stays a GPU, an HCA or a bridge, so every driver surface still serves it. An entry
+without ``vpd`` (a capture that could not read it, or dropped it) keeps the made VPD.
+Attributes another surface serves in the same directory (a PF's ``sriov_*``) are left to
+that surface."""
 
 from __future__ import annotations
 
