@@ -130,6 +130,16 @@ def daemon(profile: Path, mnt: Path, *extra: str) -> Iterator[Served]:
         yield Served(running)
 
 
+def first_fault(control: Path) -> None:
+    """A daemon's first fault, untimed, set far off and cleared: it imports the schema (a
+    daemon at rest holds none), as a reader's untimed first pass warms its caches."""
+    from mokkafs.serve.control import request
+
+    text = "faults: [{name: warm-up, kind: ib-port-down, target: mlx5_0/1, after: 3600}]\n"
+    request(control, {"op": "apply", "file": "bench", "text": text})
+    request(control, {"op": "clear", "names": ["warm-up"]})
+
+
 def node_exporter(sysfs: Path) -> contextlib.AbstractContextManager[str]:
     """node_exporter's infiniband collector over ``sysfs``: its /metrics URL."""
     return testing.node_exporter("prometheus-node-exporter", sysfs, timeout=10)

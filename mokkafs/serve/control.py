@@ -14,6 +14,7 @@ a few connections at once, each bounded in size and time.
 from __future__ import annotations
 
 import errno
+import importlib
 import json
 import logging
 import os
@@ -135,10 +136,20 @@ def listing(swapper: Swapper) -> list[dict[str, Any]]:
              if f["name"] in specs else None} for f in swapper.status.faults]
 
 
+def _import_schema() -> None:
+    """The profile's schema, pydantic with it, and what checks faults and MIG layouts: a
+    daemon at rest never holds them, its first fault or MIG change imports them. Run in a
+    worker thread, so that the loop serves requests meanwhile."""
+    for module in ("mokkafs.profile.faults", "mokkafs.profile.mig"):
+        importlib.import_module(module)
+
+
 async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
     op = request.get("op")
     if op == "list":
         return {"ok": True, "faults": listing(swapper), "writes": swapper.layers.writes.listing()}
+    if op in ("mig", "apply"):
+        await trio.to_thread.run_sync(_import_schema)
     if op == "mig":  # mokkafs mig (mokkafs.serve.mig)
         from mokkafs.serve.mig import handle as mig_handle
         return await mig_handle(request, swapper)
@@ -146,7 +157,7 @@ async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
         cleared = await writes.clear(swapper) if op == "clear-writes" else 0
         return {"ok": True, "writes": swapper.layers.writes.listing(), "cleared": cleared}
     if op == "apply":
-        from mokkafs.profile.load import parse_as  # the schema: loaded at the first fault
+        from mokkafs.profile.load import parse_as  # imported by _import_schema
         from mokkafs.profile.schema import FaultFile
 
         filename = str(request.get("file", "the fault file"))
