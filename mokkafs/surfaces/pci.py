@@ -8,6 +8,9 @@ Attributes, modes and link shapes follow the kernel (drivers/pci/pci-sysfs.c): t
 ``config`` is binary, consistent with the text attributes. Bridges are bound to ``pcieport``
 and add ``secondary_bus_number``/``subordinate_bus_number``; their buses are in
 ``mokkafs.surfaces.pci_bus``.
+
+A function's nodes are kept from the last run while its inputs are the same
+(``FunctionCache``): a write or a fault changes a function or two of some hundred.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Iterator
 from mokkafs.state import PciFunction, RootComplex, State
 from mokkafs.surfaces import pci_kept, power
 from mokkafs.surfaces.pci_config import config_space, resource_text
-from mokkafs.tree.assemble import stateless
+from mokkafs.tree.assemble import Surface
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 SYS_DEVICES = "sys/devices"
@@ -70,6 +73,21 @@ def uevent(fn: PciFunction) -> str:
             f"PCI_ID={fn.vendor:04X}:{fn.device:04X}\n"
             f"PCI_SUBSYS_ID={fn.subsystem_vendor:04X}:{fn.subsystem_device:04X}\n"
             f"PCI_SLOT_NAME={fn.bdf}\nMODALIAS={modalias(fn)}\n")
+
+
+# What one function's nodes are made of: the function, and the State's CPU count and
+# counters' clock (``power.of_pci_function``).
+FunctionInputs = tuple[PciFunction, int, float, float]
+
+
+class FunctionCache:
+    """The nodes of each function in the surface's last run, by their inputs. A run reuses
+    the nodes of functions whose inputs are the same, and the tree then keeps their entries
+    as they were (``tree.build``). One run only, as ``infiniband.PortCache``; its owner (the
+    assembler) passes it to every run."""
+
+    def __init__(self) -> None:
+        self.last: dict[FunctionInputs, tuple[Node, ...]] = {}
 
 
 def _function(fn: PciFunction, state: State) -> Iterator[Node]:
@@ -138,7 +156,7 @@ def _root(root: RootComplex) -> Iterator[Node]:
     yield from power.of_class_device(f"{SYS_DEVICES}/{root.id}")
 
 
-def nodes(state: State) -> Iterator[Node]:
+def nodes(state: State, functions: FunctionCache) -> Iterator[Node]:
     yield Dir(BUS_PCI)
     yield Dir(f"{BUS_PCI}/devices")
     yield Dir(f"{BUS_PCI}/drivers")
@@ -153,12 +171,18 @@ def nodes(state: State) -> Iterator[Node]:
         yield Dir(ddir)
         for name in ("bind", "unbind", "new_id", "remove_id", "uevent"):
             yield _write_only(f"{ddir}/{name}")
+    last = functions.last
+    made: dict[FunctionInputs, tuple[Node, ...]] = {}
     for fn in state.functions:
-        yield from _function(fn, state)
+        key = (fn, state.nr_cpus, state.started_at, state.counter_quantum)
+        own = last.get(key)
+        made[key] = own = tuple(_function(fn, state)) if own is None else own
+        yield from own
         yield relative_link(f"{BUS_PCI}/devices/{fn.bdf}", fn.path)
         if fn.driver:
             yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", fn.path)
+    functions.last = made  # only once the run is whole
 
 
-SURFACE = stateless("pci", nodes, ("functions", "roots", "nr_cpus", "started_at",
-                                   "counter_quantum", "pci_drivers"))
+SURFACE = Surface("pci", nodes, ("functions", "roots", "nr_cpus", "started_at",
+                                 "counter_quantum", "pci_drivers"), FunctionCache)

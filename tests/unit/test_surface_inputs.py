@@ -17,12 +17,13 @@ from mokkafs.faults.effects import applied, at
 from mokkafs.profile.compile import Options, PciCache
 from mokkafs.profile.resolve import compile_text, read_text
 from mokkafs.state import Generation, HostFacts, State
-from mokkafs.surfaces import SURFACES, infiniband
+from mokkafs.surfaces import SURFACES, infiniband, pci
 from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
 from tests.helpers.mounts import SHIPPED_PROFILES
 from tests.helpers.profiles import ALL_PROFILES, HOST_PROC_DEVICES, profile_id, state_of
+from tests.helpers.write_book import written
 
 
 class Recorder:
@@ -114,6 +115,38 @@ def test_a_swap_that_leaves_ports_alone_reuses_their_nodes(tmp_path: Path) -> No
     assert isinstance(node, File) and node.read(1.0) == b"1: DOWN\n"
     # a first run of the same State
     assert {n.path: n for n in infiniband.nodes(down, infiniband.PortCache())} == faulted
+
+
+def test_a_write_reuses_the_nodes_of_the_functions_it_leaves_alone() -> None:
+    """The PCI surface keeps its last run's nodes of each function: 4 VFs made over one PF
+    make that PF's nodes and the VFs' again and take every other function's as they were;
+    the tree built from them equals one built whole."""
+    before = state_of("h100")
+    cache = pci.FunctionCache()
+    first = {n.path: n for n in pci.nodes(before, cache)}
+    _, after = written(before, ("0000:18:00.0", "sriov_numvfs", "4"))
+    second = {n.path: n for n in pci.nodes(after, cache)}
+    pf = before.function("0000:18:00.0").path
+    vfs = [fn.path for fn in after.functions if fn.physfn == "0000:18:00.0"]
+    assert len(vfs) == 4 and all(v not in first for v in vfs)
+    dirs = {fn.path for fn in before.functions}
+
+    def owner(path: str) -> str | None:  # the function whose directory holds ``path``
+        while path and path not in dirs:
+            path = path.rpartition("/")[0]
+        return path or None
+
+    kept = [n for n in first if owner(n) not in (None, pf)]
+    assert len(kept) > 30 * (len(dirs) - 1) and all(second[n] is first[n] for n in kept)
+    assert second[f"{pf}/config"] is not first[f"{pf}/config"]  # its NumVFs changed
+    assert second[f"{pf}/config"] != first[f"{pf}/config"]
+    assert second == {n.path: n for n in pci.nodes(after, pci.FunctionCache())}
+    assembler = Assembler(SURFACES)
+    tree, _ = assembler.build(before)
+    incremental, _ = assembler.build(after, tree)
+    whole, _ = Assembler(SURFACES).build(after, None)
+    assert {i: e.node for i, e in incremental.entries.items()} == {
+        i: e.node for i, e in whole.entries.items()}
 
 
 def compiled(path: Path, cache: PciCache) -> State:
