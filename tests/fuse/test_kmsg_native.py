@@ -134,18 +134,23 @@ def test_requests_reach_the_daemon_and_replies_come_in_any_order(tmp_path: Path)
         assert process.poll() is None
 
 
+def waiting_read_ended(daemon: Daemon, path: Path, end: Callable[[], object]) -> None:
+    """A read the daemon never answers, then ``end()``: the read gets ENOTCONN."""
+    fd = opened(daemon, path, 9)
+    try:
+        reader, got = in_thread(lambda: os.read(fd, 100))
+        assert daemon.next()[1] == relay.READ  # never answered
+        end()
+        reader.join(timeout=30)
+        assert isinstance(got[0], OSError) and got[0].errno == errno.ENOTCONN, got
+    finally:
+        with contextlib.suppress(OSError):  # the connection is gone: its FLUSH fails
+            os.close(fd)
+
+
 def test_a_stop_signal_answers_a_waiting_read_enotconn_and_unmounts(tmp_path: Path) -> None:
     with kmsg_mount(tmp_path) as (process, daemon, path):
-        fd = opened(daemon, path, 9)
-        try:
-            reader, got = in_thread(lambda: os.read(fd, 100))
-            assert daemon.next()[1] == relay.READ  # never answered
-            process.send_signal(signal.SIGTERM)
-            reader.join(timeout=30)
-            assert isinstance(got[0], OSError) and got[0].errno == errno.ENOTCONN, got
-        finally:
-            with contextlib.suppress(OSError):  # the connection is gone: its FLUSH fails
-                os.close(fd)
+        waiting_read_ended(daemon, path, lambda: process.send_signal(signal.SIGTERM))
         assert process.wait(timeout=30) == 0
         assert not mounted_at(str(path))
         assert daemon.sock.recv(relay.LARGEST) == b""  # its end closed
@@ -153,16 +158,8 @@ def test_a_stop_signal_answers_a_waiting_read_enotconn_and_unmounts(tmp_path: Pa
 
 def test_the_daemons_end_closing_ends_it_without_unmounting(tmp_path: Path) -> None:
     with kmsg_mount(tmp_path) as (process, daemon, path):
-        fd = opened(daemon, path, 9)
-        try:
-            reader, got = in_thread(lambda: os.read(fd, 100))
-            assert daemon.next()[1] == relay.READ
-            daemon.sock.shutdown(socket.SHUT_RDWR)  # the daemon is gone
-            reader.join(timeout=30)
-            assert isinstance(got[0], OSError) and got[0].errno == errno.ENOTCONN, got
-        finally:
-            with contextlib.suppress(OSError):  # the connection is gone: its FLUSH fails
-                os.close(fd)
+        # the daemon is gone
+        waiting_read_ended(daemon, path, lambda: daemon.sock.shutdown(socket.SHUT_RDWR))
         assert process.wait(timeout=30) == 0
         assert [m.source for m in mounted_at(str(path))] == [fsname(path)]  # left, dead
         with pytest.raises(OSError) as caught:
