@@ -7,6 +7,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import select
+import threading
 
 CLONE_NEWNS = 0x0002_0000
 CLONE_NEWNET = 0x4000_0000
@@ -96,10 +98,15 @@ def rename_at(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> Non
           f"rename {src} to {dst}")
 
 
-PR_SET_PDEATHSIG = 1
+def end_with(pid: int) -> None:
+    """End this process (status 0, no clean-up) as soon as process ``pid`` ends: a thread
+    waits on its pidfd. Not PR_SET_PDEATHSIG: that follows the thread that started this
+    process, and trio starts processes from worker threads, which end when idle. Raises
+    ``ProcessLookupError`` when ``pid`` is gone already."""
+    fd = os.pidfd_open(pid)
 
+    def wait() -> None:
+        select.select([fd], [], [])  # readable once the process has ended
+        os._exit(0)
 
-def die_with_parent(signal_number: int) -> None:
-    """Have the kernel send this process ``signal_number`` when the thread that started it
-    ends (prctl PR_SET_PDEATHSIG)."""
-    check(libc.prctl(PR_SET_PDEATHSIG, signal_number, 0, 0, 0), "prctl PR_SET_PDEATHSIG")
+    threading.Thread(target=wait, name=f"end-with-{pid}", daemon=True).start()

@@ -2,7 +2,7 @@
 
 The daemon's FUSE loop and a compile in one of its threads share one interpreter lock: a
 storm of edits of a large profile held plain reads up for whole seconds. ``CompileChild``
-keeps one long-lived child (``python -m mokkafs.source.child``) that compiles each text it is
+keeps one child at a time (``python -m mokkafs.source.child``) that compiles each text it is
 sent and sends back the State, pickled, over a pipe. The child is bounded: in memory by
 ``RLIMIT_AS`` (set in the child before it reads anything) and in time by a deadline, past
 which it is killed. A child that dies, is killed, or is abandoned (a newer change cancels the
@@ -25,7 +25,6 @@ import logging
 import os
 import pickle
 import resource
-import signal
 import struct
 import subprocess
 import sys
@@ -91,13 +90,14 @@ class CompileChild:
                     await self._stop()
                     raise InternalError(
                         f"compiling {filename} took longer than {self.seconds:g} s: the "
-                        "compiling process was killed; the last good profile stays in force")
+                        "compiling process was killed (--compile-timeout)")
                 if frame is None:
                     status = await self._stop()
-                    raise InternalError(
-                        f"compiling {filename}: the compiling process ended ({_ended(status)}); "
-                        "the last good profile stays in force, and the next change starts a "
-                        "new one")
+                    raise InternalError(f"compiling {filename}: the compiling process ended "
+                                        f"({_ended(status)})")
+            except OSError as exc:  # it could not be started (EAGAIN, EMFILE, ...)
+                raise InternalError(f"compiling {filename}: no compiling process could be "
+                                    f"started ({exc.strerror or exc})") from None
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 status = await self._stop()
                 raise InternalError(f"compiling {filename}: the compiling process ended "
@@ -108,7 +108,12 @@ class CompileChild:
             finally:
                 self._last = trio.current_time()
                 self._used.set()
-        kind, payload = await trio.to_thread.run_sync(pickle.loads, frame)
+        try:
+            kind, payload = await trio.to_thread.run_sync(pickle.loads, frame)
+        except Exception as exc:  # its mokkafs is not this one's (an upgrade in place)
+            raise InternalError(f"compiling {filename}: the compiling process's answer could "
+                                f"not be read ({type(exc).__name__}: is mokkafs being "
+                                "upgraded?)") from None
         if kind == "state":
             assert isinstance(payload, State)
             return payload
@@ -167,7 +172,7 @@ class CompileChild:
 def _ended(status: int | None) -> str:
     if status is not None and status < 0:
         return f"killed by signal {-status}"
-    return f"exit status {status} (out of memory?)" if status else "exited"
+    return f"exit status {status}; the log has its error output" if status else "exited"
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes | None:
@@ -217,8 +222,11 @@ def main(memory: int, parent: int) -> None:
     """Compile each request on stdin until it ends, within ``memory`` bytes of address space.
     The child ends with the daemon ``parent``, quietly: a daemon killed mid-compile leaves no
     compiling process behind, and no traceback in the log it shared."""
-    linux.die_with_parent(signal.SIGKILL)
-    if os.getppid() != parent:  # it ended before the line above
+    try:
+        if os.getppid() != parent:  # it ended already
+            os._exit(0)
+        linux.end_with(parent)
+    except ProcessLookupError:  # it ended meanwhile
         os._exit(0)
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     inp, out = sys.stdin.buffer, sys.stdout.buffer

@@ -49,9 +49,10 @@ def test_the_compiling_process_starts_at_a_change_and_ends_when_idle(tmp_path: P
         rename_over(live, profile_text("h100"))
         live.wait_generation(2)
         pid = compile_pid(live)
-        # ended and reaped, by the daemon (a zombie would keep its /proc entry)
+        # ended and reaped, by the daemon (a zombie would keep its /proc entry), for being idle
         wait_for(lambda: live.ready()["compile_pid"] is None
                  and not Path(f"/proc/{pid}").exists(), 30, "the idle child's end")
+        assert f"the compiling process {pid} was idle 1 s; ending it" in live.mount.log_text()
         rename_over(live, profile_text("t4"))
         live.wait_generation(3)
         assert compile_pid(live) != pid and live.ready()["last_error"] is None
