@@ -10,6 +10,17 @@ from mokkafs.delivery.cdi import KIND
 DEFAULT_PROFILE = "h100"
 
 
+def seconds(text: str) -> float:
+    """A length of time in seconds, finite and above 0 (argparse's ``type``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is no number of seconds above 0")
+    return value
+
+
 def profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"shipped profile name or YAML file (default: {DEFAULT_PROFILE})")

@@ -140,7 +140,7 @@ def _import_schema() -> None:
     """The profile's schema, pydantic with it, and what checks faults and MIG layouts: a
     daemon at rest never holds them, its first fault or MIG change imports them. Run in a
     worker thread, so that the loop serves requests meanwhile."""
-    for module in ("mokkafs.profile.faults", "mokkafs.profile.mig"):
+    for module in ("mokkafs.profile.load", "mokkafs.profile.faults", "mokkafs.profile.mig"):
         importlib.import_module(module)
 
 

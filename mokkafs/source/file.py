@@ -40,7 +40,7 @@ from typing import Protocol
 
 import trio
 
-from mokkafs.errors import MokkafsError, ProfileError, internal_error
+from mokkafs.errors import InternalError, MokkafsError, ProfileError, internal_error
 from mokkafs.profile.resolve import read_text, trusted_places
 from mokkafs.source import Update
 from mokkafs.source.inotify import Event, Watches
@@ -111,6 +111,10 @@ class FileSource:
         else:
             try:
                 compiled = await self.remote.compile(text, str(self.path))
+            except ProfileError:
+                raise
+            except MokkafsError as exc:
+                raise InternalError(f"{exc}; at start: nothing is mounted") from None
             finally:
                 await self.remote.aclose()
         state = self._numbered(compiled)
@@ -171,8 +175,15 @@ class FileSource:
             return None, digest
         try:
             state = await remote.compile(text, str(self.path))
-        except MokkafsError as exc:
+        except ProfileError as exc:
             return Update(None, exc, self.clock()), digest
+        except MokkafsError as exc:  # the compile failed, not the bytes: the same may succeed
+            return Update(None, InternalError(f"{exc}; the last good profile stays in force"),
+                          self.clock()), None
+        except Exception as exc:  # a bug in compiling: the last good view stays
+            log.exception("compiling %s failed", self.path)
+            return Update(None, internal_error(f"compiling {self.path}", exc),
+                          self.clock()), None
         return Update(state, None, self.clock()), digest
 
     @property

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mokkafs.cli.arguments import cdi_args, profile_args, runtime_arg
+from mokkafs.cli.arguments import cdi_args, profile_args, runtime_arg, seconds
 from mokkafs.delivery.cdi import DEFAULT_VERSION
 from mokkafs.errors import MokkafsError
 from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
@@ -28,10 +28,11 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     mount.add_argument("--metrics", metavar="HOST:PORT", default=None,
                        help="serve /metrics, /healthz and /readyz there (off by default; "
                             "e.g. 127.0.0.1:9464)")
-    mount.add_argument("--compile-timeout", type=float, default=None, metavar="SECONDS",
-                       help="a profile change's compile (in a child process) that takes longer "
-                            "is killed, the last good view kept (default: 30)")
-    mount.add_argument("--compile-idle", type=float, default=None, metavar="SECONDS",
+    mount.add_argument("--compile-timeout", type=seconds, default=None, metavar="SECONDS",
+                       help="a compile (in a child process: the first one, and each profile "
+                            "change's) that takes longer is killed, the last good view kept; "
+                            "at start nothing is mounted (default: 30)")
+    mount.add_argument("--compile-idle", type=seconds, default=None, metavar="SECONDS",
                        help="the compiling process ends once no change came for this long; "
                             "the next change starts another (default: 60)")
     mount.add_argument("--health", metavar="HOST:PORT", default=None,
