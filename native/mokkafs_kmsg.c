@@ -33,6 +33,7 @@
 #define FUSE_USE_VERSION 314
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
 #include <poll.h>
@@ -259,13 +260,18 @@ static const struct fuse_lowlevel_ops ops = {
  * lexically (no link resolved), as mokkafs.host.mountinfo.fsname writes it. */
 static int abspath(const char *path, char *out, size_t size) {
 	char joined[PATH_MAX * 2];
+	int n;
 	if (path[0] == '/') {
-		snprintf(joined, sizeof joined, "%s", path);
+		n = snprintf(joined, sizeof joined, "%s", path);
 	} else {
 		char cwd[PATH_MAX];
 		if (getcwd(cwd, sizeof cwd) == NULL)
 			return -1;
-		snprintf(joined, sizeof joined, "%s/%s", cwd, path);
+		n = snprintf(joined, sizeof joined, "%s/%s", cwd, path);
+	}
+	if (n < 0 || (size_t)n >= sizeof joined) { /* cut short, it would name another place */
+		errno = ENAMETOOLONG;
+		return -1;
 	}
 	size_t len = 0;
 	for (char *save = NULL, *part = strtok_r(joined, "/", &save); part != NULL;
@@ -277,12 +283,14 @@ static int abspath(const char *path, char *out, size_t size) {
 				;
 			continue;
 		}
-		size_t n = strlen(part);
-		if (len + n + 2 > size)
+		size_t part_len = strlen(part);
+		if (len + part_len + 2 > size) {
+			errno = ENAMETOOLONG;
 			return -1;
+		}
 		out[len++] = '/';
-		memcpy(out + len, part, n);
-		len += n;
+		memcpy(out + len, part, part_len);
+		len += part_len;
 	}
 	if (len == 0)
 		out[len++] = '/';
@@ -347,12 +355,17 @@ int main(int argc, char **argv) {
 		fprintf(stderr, "mokkafs-kmsg: FD %s is not a file descriptor number\n", argv[1]);
 		return 2;
 	}
+	errno = 0;
 	if (abspath(argv[2], path, sizeof path) < 0) {
 		fprintf(stderr, "mokkafs-kmsg: cannot make %s absolute: %s\n", argv[2],
 			strerror(errno ? errno : ENAMETOOLONG));
 		return 1;
 	}
 	relay.sock = (int)sock;
+	if (fcntl(relay.sock, F_SETFD, FD_CLOEXEC) < 0) { /* nothing it starts may hold it */
+		perror("mokkafs-kmsg: the daemon's socket");
+		return 1;
+	}
 	clock_gettime(CLOCK_REALTIME, &relay.mtime);
 
 	/* The stop signals are read from a signalfd by the loop; every thread blocks them. */
@@ -386,12 +399,13 @@ int main(int argc, char **argv) {
 		return 1; /* the daemon is gone: no unmount, as below */
 	}
 	int unmount = serve(se, signals);
-	if (unmount) {
+	if (unmount)
 		abandon();
-		fuse_session_unmount(se);
-	}
-	shutdown(relay.sock, SHUT_RDWR); /* the reader thread ends */
+	/* The reader thread ends before the session's fd is closed: it answers the kernel on it. */
+	shutdown(relay.sock, SHUT_RDWR);
 	pthread_join(reader, NULL);
+	if (unmount)
+		fuse_session_unmount(se);
 	fuse_session_destroy(se);
 	return 0;
 }
