@@ -162,7 +162,14 @@ class StateFile:
         return restored, None
 
     def save(self, layers: Layers, state: State, clock: float) -> None:
-        """Keep ``layers`` (with its faults' origins as ``state`` has them), if they changed."""
+        """Keep ``layers`` (with its faults' origins as ``state`` has them), if they changed.
+        Layers that keep nothing leave no file: the next daemon then has nothing to read (and
+        never loads the document's schema)."""
+        if layers.empty:
+            with suppress(FileNotFoundError):
+                os.unlink(self.path)
+            self._written = None
+            return
         from mokkafs.serve.record import record
 
         unchanged = record(layers, state, self.boot_id, 0.0, 0.0)

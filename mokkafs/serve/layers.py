@@ -26,6 +26,13 @@ class Layers:
         """A copy a change edits; the swapper keeps it only if its view is installed."""
         return Layers(self.book.copy(), self.mig.copy(), self.writes.copy())
 
+    @property
+    def empty(self) -> bool:
+        """Whether nothing changed at run time is kept (no fault applied or cleared, no MIG
+        layout, no write, no dynamic ID)."""
+        return not (self.book.control or self.book.held or self.mig.layouts
+                    or self.writes.writes or self.writes.dynids)
+
     def over(self, profile: State) -> State:
         """``profile`` with every layer applied."""
         return self.writes.merge(self.book.merge(self.mig.over(profile)))

@@ -71,6 +71,25 @@ def test_a_fault_applied_at_run_time_survives_a_kill(tmp_path: Path) -> None:
     assert f"restored fault down (ib-port-down on mlx5_0/1) from {kept}" in second.log_text()
 
 
+def test_a_state_file_that_would_keep_nothing_is_removed(tmp_path: Path) -> None:
+    """Cleared of every fault, a daemon keeps no file: the next one has nothing to read, and
+    never loads the document's schema (pydantic) to read it."""
+    control, mnt = tmp_path / "ctl" / "sock", tmp_path / "mnt"
+    args = ["--profile", "h100", "--control", str(control)]
+    kept = control.parent / file_name(mnt)
+    with mokkafs_mount(mnt, args) as first:
+        (tmp_path / "f.yaml").write_text(FAULTS)
+        fault(control, "apply", str(tmp_path / "f.yaml"))
+        assert kept.is_file()
+        fault(control, "clear", "down", "lost")
+        assert fault(control, "list") == [] and not kept.exists()
+        first_pid = first.process.pid
+    with mokkafs_mount(mnt, args) as second:
+        assert second.process.pid != first_pid
+        maps = Path(f"/proc/{second.process.pid}/maps").read_text()
+        assert "_pydantic_core" not in maps and not kept.exists()
+
+
 def test_a_corrupt_state_file_is_set_aside_and_the_profile_serves(tmp_path: Path) -> None:
     control, mnt = tmp_path / "ctl" / "sock", tmp_path / "mnt"
     control.parent.mkdir(mode=0o700)
