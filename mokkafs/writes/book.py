@@ -7,6 +7,7 @@ swap lock; ``merge`` gives the State the surfaces render.
 from __future__ import annotations
 
 import copy
+import errno
 import logging
 from dataclasses import dataclass, field, replace
 
@@ -67,7 +68,7 @@ class WriteBook:
         except KeyError:
             fn = None
         if attr is None or fn is None or not attr.fits(fn):
-            raise WriteRefused(13, f"{bdf}/{attribute} cannot be written")  # EACCES
+            raise WriteRefused(errno.EACCES, f"{bdf}/{attribute} cannot be written")
         if attribute == hotplug.REMOVE:
             if not hotplug.asked(text):
                 return False
@@ -82,11 +83,13 @@ class WriteBook:
         if attribute == "sriov_numvfs":
             self._end_vfs(bdf, served)
         self._keep(bdf, attribute, value, wall)
-        return self._appeared(served, wall, True)
+        if attribute == "sriov_numvfs":  # the one kept attribute that makes functions appear
+            self._appeared(served, wall, True)
+        return True
 
     def _dynid(self, driver: str, name: str, text: str, served: State, wall: float) -> bool:
         if driver not in served.pci_drivers:
-            raise WriteRefused(13, f"{driver}/{name} cannot be written")  # EACCES
+            raise WriteRefused(errno.EACCES, f"{driver}/{name} cannot be written")
         if name == "remove_id":
             self.dynids = dynids.remove_id(driver, text, self.dynids)
         else:
@@ -128,7 +131,7 @@ class WriteBook:
         reaches come back. False: there were none."""
         if holder != "pci" and not BUS_TEXT.fullmatch(holder) \
                 and holder not in {fn.bdf for fn in served.functions}:
-            raise WriteRefused(13, f"{holder}/rescan cannot be written")  # EACCES
+            raise WriteRefused(errno.EACCES, f"{holder}/rescan cannot be written")
         if not hotplug.asked(text):
             return False
         span = hotplug.rescanned(served, holder)
