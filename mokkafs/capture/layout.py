@@ -19,13 +19,12 @@ from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function
 from mokkafs.capture.profile_writer import Hex
 from mokkafs.errors import ProfileError
+from mokkafs.model.pci import LINK_GENERATIONS
 from mokkafs.profile.compile import Options, compile_profile
 from mokkafs.profile.schema import Profile
 from mokkafs.state import State
 
 NVIDIA, MELLANOX = 0x10DE, 0x15B3
-SPEEDS = {"2.5 GT/s PCIe": 1, "5.0 GT/s PCIe": 2, "8.0 GT/s PCIe": 3, "16.0 GT/s PCIe": 4,
-          "32.0 GT/s PCIe": 5, "64.0 GT/s PCIe": 6}
 
 
 def _is_gpu(fn: Function) -> bool:
@@ -52,8 +51,8 @@ def _gpu(root: Root, fn: Function, index: int) -> dict[str, Any]:
     ids = _ids(fn)
     entry: dict[str, Any] = {"index": index, "pci": {**ids, "bus_id": fn.bdf,
                                                      "revision": Hex(fn.number("revision"))}}
-    link = {"max_link_gen": SPEEDS.get(fn.attr("max_link_speed"), 4),
-            "current_link_gen": SPEEDS.get(fn.attr("current_link_speed"), 4),
+    link = {"max_link_gen": LINK_GENERATIONS.get(fn.attr("max_link_speed"), 4),
+            "current_link_gen": LINK_GENERATIONS.get(fn.attr("current_link_speed"), 4),
             "max_link_width": fn.number("max_link_width", 16),
             "current_link_width": fn.number("current_link_width", 16)}
     entry["pcie"] = link

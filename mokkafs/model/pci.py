@@ -20,6 +20,12 @@ class Bar:
     prefetchable: bool
 
 
+# A link speed as the kernel prints it (current_link_speed, max_link_speed), by PCIe generation
+LINK_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",
+               5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
+LINK_GENERATIONS = {speed: gen for gen, speed in LINK_SPEEDS.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class PcieLink:
     max_gen: int

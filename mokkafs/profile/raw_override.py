@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from mokkafs.model.pci import LINK_GENERATIONS
 from mokkafs.profile.problems import Problems
 from mokkafs.profile.sections.raw_functions import RawFunction
-from mokkafs.state import PciFunction
+from mokkafs.state import PcieLink, PciFunction
 
 SRIOV_OWNED = "sriov_"  # mokkafs.surfaces.sriov serves these from the State
 
@@ -25,10 +26,25 @@ def _irq(text: str | None, default: int) -> int:
         return default
 
 
+def _link(attrs: dict[str, str], made: PcieLink) -> PcieLink:
+    """The link the captured attributes show (where they show one): faults change it from
+    there, as they change a made one."""
+    def gen(name: str, default: int) -> int:
+        return LINK_GENERATIONS.get(attrs.get(name, "").strip(), default)
+
+    def width(name: str, default: int) -> int:
+        return _irq(attrs.get(name), default)  # a decimal, as irq
+
+    return PcieLink(gen("max_link_speed", made.max_gen), width("max_link_width", made.max_width),
+                    gen("current_link_speed", made.current_gen),
+                    width("current_link_width", made.current_width))
+
+
 def _overridden(fn: PciFunction, raw: RawFunction) -> PciFunction:
     attrs = {k: v for k, v in raw.attributes.items()
              if not (fn.sriov is not None and k.startswith(SRIOV_OWNED))}
     return replace(fn, raw=tuple(sorted((k, v.encode()) for k, v in attrs.items())),
+                   link=_link(attrs, fn.link),
                    config=raw.config_bytes(), vpd=bytes.fromhex(raw.vpd) or fn.vpd,
                    irq=_irq(attrs.get("irq"), fn.irq),
                    iommu_group=fn.iommu_group if raw.iommu_group is None else raw.iommu_group)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mokkafs.state import PciFunction, RootComplex, State
-from mokkafs.surfaces import pci_kept, power
+from mokkafs.surfaces import pci_kept, pci_link, power
 from mokkafs.surfaces.pci_config import config_space, resource_text
 from mokkafs.tree.assemble import Surface
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
@@ -26,9 +26,6 @@ from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 SYS_DEVICES = "sys/devices"
 BUS_PCI = "sys/bus/pci"
 
-LINK_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe",
-               5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
-LOST_WIDTH = 63  # current/max_link_width of a function whose config reads all ones
 
 
 def cpulist(cpus: tuple[int, ...]) -> str:
@@ -114,16 +111,7 @@ def _function(fn: PciFunction, state: State) -> Iterator[Node]:
     yield text(f"{d}/modalias", modalias(fn))
     yield File(f"{d}/uevent", uevent(fn).encode(), 0o644)
     yield text(f"{d}/enable", 1, 0o644)
-    if fn.lost:  # the link registers read all ones: speed 0xf, width 0x3f
-        yield text(f"{d}/current_link_speed", "Unknown")
-        yield text(f"{d}/current_link_width", LOST_WIDTH)
-        yield text(f"{d}/max_link_width", LOST_WIDTH)
-    else:
-        yield text(f"{d}/current_link_speed", LINK_SPEEDS[fn.link.current_gen])
-        yield text(f"{d}/current_link_width", fn.link.current_width)
-        yield text(f"{d}/max_link_width", fn.link.max_width)
-    # kernels since 6.13 keep the supported speeds they read at probe time
-    yield text(f"{d}/max_link_speed", LINK_SPEEDS[fn.link.max_gen])
+    yield from pci_link.attributes(d, fn)
     yield text(f"{d}/driver_override", fn.driver_override or "(null)", 0o644)
     yield text(f"{d}/msi_bus", 1, 0o644)
     yield text(f"{d}/dma_mask_bits", 64)

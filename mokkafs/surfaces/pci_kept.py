@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mokkafs.state import PciFunction, State
-from mokkafs.surfaces import power
+from mokkafs.surfaces import pci_link, power
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
 
 # The kernel's writable attributes (others are 0444)
@@ -21,9 +21,11 @@ def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Ite
     d = fn.path
     yield Dir(d)
     # A made function whose attributes a capture kept (mokkafs.profile.raw_override): what
-    # writes change (mokkafs.writes.drivers) is the State's.
+    # writes (mokkafs.writes.drivers) and faults change is the State's: its override, its
+    # link, and those registers of its config space.
     names = {name for name, _ in fn.raw or ()}
-    own = {"driver_override"} & names if fn.kind != "other" else set()
+    made = fn.kind != "other"
+    own = {"driver_override", *pci_link.NAMES} & names if made else set()
     if rebound is not None and "uevent" in names:
         own.add("uevent")
         yield File(f"{d}/uevent", rebound, 0o644)
@@ -32,8 +34,11 @@ def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Ite
             yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
     if "driver_override" in own:
         yield text(f"{d}/driver_override", fn.driver_override or "(null)", 0o644)
+    if own & set(pci_link.NAMES):
+        yield from pci_link.attributes(d, fn)
+    config = pci_link.patched(fn.config, fn) if made else fn.config
     # fallen off the bus (a fault): every config read completes with all ones
-    yield File(f"{d}/config", b"\xff" * len(fn.config) if fn.lost else fn.config, 0o644)
+    yield File(f"{d}/config", b"\xff" * len(config) if fn.lost else config, 0o644)
     if fn.vpd:
         yield File(f"{d}/vpd", fn.vpd, 0o600)
     yield File(f"{d}/remove", b"", 0o220, error=13)

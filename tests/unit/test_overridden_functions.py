@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from mokkafs.errors import ProfileError
+from mokkafs.faults.effects import applied, at
 from mokkafs.profile.compile import Options
 from mokkafs.profile.resolve import compile_text
 from mokkafs.tree.nodes import File
@@ -93,3 +94,35 @@ def test_an_overridden_gpu_rebound_by_a_write_serves_the_states_binding() -> Non
     assert _content(tree, f"{gpu.path}/driver_override") == b"vfio-pci\n"
     assert _content(tree, f"{gpu.path}/uevent").startswith(b"DRIVER=vfio-pci\nPCI_CLASS=30200")
     assert _content(tree, f"{gpu.path}/irq") == b"211\n"  # still the captured one
+
+
+def test_a_fault_on_an_overridden_gpu_changes_its_link_and_config_as_on_a_made_one() -> None:
+    """A captured GPU's link attributes and Link Status come from the State: equal to the
+    captured ones until a fault degrades the link, then the fault's, as for a made GPU."""
+    made = compile_text(H100, "h100.yaml", OPTIONS)
+    gpu = made.function(H100_GPU0)
+    tree = tree_of(made)
+    names = ("current_link_speed", "current_link_width", "max_link_width", "max_link_speed")
+    captured = {n: _content(tree, f"{gpu.path}/{n}").decode() for n in names}
+    config = _content(tree, f"{gpu.path}/config")
+    attributes = ", ".join(f'{n}: "{v.strip()}\\n"' for n, v in captured.items())
+    entry = (f'  - {{bdf: "{H100_GPU0}", root: pci0000:15, parent: "0000:17:01.0", '
+             f'overrides: true,\n     attributes: {{{attributes}}},\n'
+             f'     config: "{config.rstrip(bytes(1)).hex()}", config_size: {len(config)}}}\n')
+    faults = "faults:\n  - {name: p, kind: pcie-degraded, target: gpu0, gen: 3, width: 8}\n"
+    for text, speed, width in ((H100, captured["current_link_speed"], gpu.link.current_width),
+                               (H100 + faults, "8.0 GT/s PCIe\n", 8)):
+        state = applied(compile_text(text + "pci_functions:\n" + entry, "p.yaml", OPTIONS),
+                        0.0)
+        served = tree_of(at(state, 1.0))
+        assert _content(served, f"{gpu.path}/current_link_speed").decode() == speed
+        assert _content(served, f"{gpu.path}/current_link_width") == f"{width}\n".encode()
+        status = _content(served, f"{gpu.path}/config")
+        if text == H100:
+            assert status == config  # nothing changed it: the captured bytes
+        else:
+            assert status != config and len(status) == len(config)
+            pcie = next(off for off in range(0x40, 0x100, 4) if config[off] == 0x10
+                        and config[off + 2] & 0x0F == 2)  # the PCI Express capability
+            assert status[pcie + 0x12] & 0x0F == 3 and (status[pcie + 0x12] >> 4
+                                                       | status[pcie + 0x13] << 4) & 0x3F == 8
