@@ -162,6 +162,7 @@ def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: st
     if not any(members):
         return set()
     by_bdf = {fn.bdf: fn for fn in fns}
+    one_by_one = Notes()  # said only if the sections then make the rest
     for _ in range(ROUNDS):
         scratch = Notes()
         cand, made = _sections(root, fns, doc, node_name, members, scratch)
@@ -175,6 +176,7 @@ def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: st
             return set()
         elsewhere = _elsewhere(state, made, by_bdf)
         if elsewhere is None:
+            _merge(notes, one_by_one)
             _merge(notes, scratch)
             break
         if not elsewhere or len(elsewhere) == len(made):
@@ -184,9 +186,9 @@ def describe(root: Root, fns: list[Function], doc: dict[str, Any], node_name: st
                       "driver's files are not served)", next(iter(elsewhere), "all"))
             return set()
         for bdf, why in elsewhere.items():
-            notes.add("GPUs, NVSwitches and HCAs kept verbatim one by one: mokkafs's layout "
-                      "does not reproduce their place (their driver's files are not served)",
-                      f"{bdf} ({why})")
+            one_by_one.add("GPUs, NVSwitches and HCAs kept verbatim one by one: mokkafs's layout "
+                           "does not reproduce their place (their driver's files are not "
+                           "served)", f"{bdf} ({why})")
         gpus, nvswitches, hcas = ([fn for fn in group if fn.bdf not in elsewhere]
                                   for group in members)
         members = (gpus, nvswitches, hcas)

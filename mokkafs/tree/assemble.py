@@ -41,7 +41,7 @@ class Surface(Generic[C]):
 
 def stateless(name: str, nodes: Callable[[State], Iterable[Node]],
               inputs: tuple[str, ...]) -> Surface[None]:
-    """A surface that remembers nothing between builds (all but one)."""
+    """A surface that remembers nothing between builds (all but PCI's and InfiniBand's)."""
     return Surface(name, lambda state, _: nodes(state), inputs, lambda: None)
 
 
