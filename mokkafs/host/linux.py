@@ -98,6 +98,13 @@ def rename_at(src_dir: int, src: str, dst_dir: int, dst: str, flags: int) -> Non
           f"rename {src} to {dst}")
 
 
+def ended(code: int | None) -> str:
+    """How a child process ended, from its return code (negative: the signal that killed it)."""
+    if code is not None and code < 0:
+        return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
 def end_with(pid: int) -> None:
     """End this process (status 0, no clean-up) as soon as process ``pid`` ends: a thread
     waits on its pidfd. Not PR_SET_PDEATHSIG: that follows the thread that started this

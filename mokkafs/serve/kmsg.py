@@ -114,7 +114,7 @@ class KmsgMount:
         self.mounted = False
         if not self._stopping:
             log.warning("the kernel log's process %d ended (%s)%s; starting another",
-                        process.pid, _status(process.returncode),
+                        process.pid, linux.ended(process.returncode),
                         "" if mounted else " before it mounted")
             await trio.to_thread.run_sync(self._detach)
         return mounted
@@ -147,12 +147,6 @@ class KmsgMount:
                 process.kill()  # the stop's own bound ran out
             self._scope.cancel()
         await self._done.wait()
-
-
-def _status(code: int | None) -> str:
-    if code is not None and code < 0:
-        return f"killed by signal {-code}"
-    return f"exit status {code}"
 
 
 def kmsg_for(mode: CacheMode, mountpoint: Path, streams: Streams,

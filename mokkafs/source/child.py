@@ -170,9 +170,10 @@ class CompileChild:
 
 
 def _ended(status: int | None) -> str:
-    if status is not None and status < 0:
-        return f"killed by signal {-status}"
-    return f"exit status {status}; the log has its error output" if status else "exited"
+    if not status:
+        return "exited"
+    hint = "; the log has its error output" if status > 0 else ""
+    return linux.ended(status) + hint
 
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes | None:
