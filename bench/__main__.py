@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import bench
+from bench.figures.cold_swaps import cold_and_warm_swaps
 from bench.figures.faults import fault_onsets
 from bench.figures.fleet import fleet
 from bench.figures.floor import request_floor
@@ -40,6 +41,8 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     floor = request_floor(reader, *sizes.floor, tmp)
     log("swaps")
     swap = swaps(sizes.swaps, tmp)
+    log("the first swap after a quiet spell, with the compiling process ended and kept")
+    cold = cold_and_warm_swaps(sizes.cold_swaps, tmp)
     log("reads during a storm of compiles")
     storm = compile_storm(reader, *sizes.storm, tmp)
     log("idle and memory")
@@ -62,7 +65,8 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     log("the preload shim on paths outside its prefixes")
     shim = shim_cost(reader, *sizes.shim, tmp)
     return {"machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
-            "quick": sizes is QUICK, "reads": rows, "floor": floor, "swap": swap, "idle": idle,
+            "quick": sizes is QUICK, "reads": rows, "floor": floor, "swap": swap,
+            "cold_swaps": cold, "idle": idle,
             "compile_storm": storm, "node_exporter": ne, "monitoring": mon, "faults": faults,
             "kmsg": kmsg, "writes": writes, "fleet": fleets, "shim": shim}
 

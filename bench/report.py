@@ -109,6 +109,10 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
         "### Swap: profile rename to a fresh reader seeing it (no-open), re-rendering "
         "instead, and invalidation cost\n",
         table([swap], list(swap)),
+        "### The first swap after a quiet spell (cold) and one right after another (warm), "
+        "seen by a new reader, with the compiling process ended when idle and kept "
+        "(`--compile-idle never`); the node's memory at rest, every process counted\n",
+        table(result["cold_swaps"], list(result["cold_swaps"][0])),
         "### Reads during a storm of compiles of the largest allowed profile (one reader; "
         "quiet: the same reads with no edit)\n",
         table([storm], list(storm)),

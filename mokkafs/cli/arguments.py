@@ -21,6 +21,11 @@ def seconds(text: str) -> float:
     return value
 
 
+def seconds_or_never(text: str) -> float:
+    """``seconds``, or ``never`` (infinitely many)."""
+    return float("inf") if text == "never" else seconds(text)
+
+
 def profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"shipped profile name or YAML file (default: {DEFAULT_PROFILE})")

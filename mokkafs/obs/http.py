@@ -5,12 +5,16 @@ only while the mount serves and follows its profile. A client on the node (a loo
 gets the facts as JSON; any other (a kubelet's probe, a neighbour on the pod network) only
 ``{"ready": ...}``: paths and errors are the node's business. HTTP is parsed by
 h11. The endpoint can never starve the view of file descriptors or the loop of time: at most
-``MAX_CONNECTIONS`` are served at once (more are closed as soon as accepted), each has
-``REQUEST_TIMEOUT`` seconds from its accept to its answer (one deadline, which no byte a
-client sends extends), and metrics are rendered in a worker thread.
+``MAX_CONNECTIONS`` are open at once, each has ``REQUEST_TIMEOUT`` seconds from its accept to
+its answer (one deadline, which no byte a client sends extends), its request head at most
+``HEAD_BYTES``, and metrics are rendered in a worker thread.
+
+Slow clients cannot silence the scraper (``Connections``): when every slot is taken, a new
+connection closes the oldest one still sending its request head. A scraper sends its request at
+once, so it is answered whatever other local clients hold open, as a Go exporter's would be.
 
 The probes' own listener (``--health``) serves /healthz and /readyz alone, with slots of its
-own: whatever clients hold the metrics port's slots, the kubelet's probes find a free one.
+own: whatever clients do to the metrics port, the kubelet's probes never share its slots.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import http
 import ipaddress
 import json
 import logging
+from dataclasses import dataclass, field
 
 import h11
 import trio
@@ -30,8 +35,9 @@ from mokkafs.obs.status import Status
 
 log = logging.getLogger(__name__)
 
-MAX_CONNECTIONS = 16
+MAX_CONNECTIONS = 256  # open at once, per listener (a descriptor each)
 REQUEST_TIMEOUT = 2.0
+HEAD_BYTES = 8192  # a request head larger is refused (400): memory per connection is bounded
 ACCEPT_BACKOFF = 0.1  # seconds between tries while accepting fails
 
 
@@ -75,14 +81,45 @@ async def _answer(target: bytes, metrics: Metrics | None, status: Status,
     return 404, b"try /metrics, /healthz, /readyz\n", b"text/plain"
 
 
+@dataclass(eq=False)
+class Slot:
+    """One open connection: its deadline (``scope``) and whether its request is whole."""
+
+    scope: trio.CancelScope
+    answering: bool = False
+
+
+@dataclass
+class Connections:
+    """The connections a listener has open, oldest first, at most ``cap``. A connection that
+    comes when all are taken closes the oldest one still sending its request head (the oldest
+    of all when every one is being answered): slow clients delay nobody who sends a request at
+    once, and no client can hold more than the cap of descriptors."""
+
+    cap: int = MAX_CONNECTIONS
+    open: dict[Slot, None] = field(default_factory=dict)  # in the order of their accepts
+
+    def admit(self, deadline: float) -> Slot:
+        if len(self.open) >= self.cap:
+            oldest = next((s for s in self.open if not s.answering), next(iter(self.open)))
+            self.release(oldest)
+            oldest.scope.cancel()  # its task closes it
+        slot = Slot(trio.CancelScope(deadline=deadline))
+        self.open[slot] = None
+        return slot
+
+    def release(self, slot: Slot) -> None:
+        self.open.pop(slot, None)
+
+
 async def _serve_one(stream: trio.SocketStream, metrics: Metrics | None, status: Status,
-                     deadline: float) -> None:
-    conn = h11.Connection(h11.SERVER)
+                     slot: Slot) -> None:
+    conn = h11.Connection(h11.SERVER, max_incomplete_event_size=HEAD_BYTES)
     try:
         local = is_local(stream.socket.getpeername())
     except OSError:  # gone already
         return
-    with trio.move_on_at(deadline):
+    with slot.scope:
         try:
             while True:
                 event = conn.next_event()
@@ -92,6 +129,7 @@ async def _serve_one(stream: trio.SocketStream, metrics: Metrics | None, status:
                 if not isinstance(event, h11.Request):
                     return  # closed before a whole request came
                 break
+            slot.answering = True
             if event.method in (b"GET", b"HEAD"):
                 code, body, kind = await _answer(event.target, metrics, status, local)
             else:
@@ -118,7 +156,7 @@ async def _send(stream: trio.SocketStream, conn: h11.Connection, code: int, body
 
 
 async def _accept(listener: trio.SocketListener, metrics: Metrics | None, status: Status,
-                  slots: trio.Semaphore, nursery: trio.Nursery) -> None:
+                  connections: Connections, nursery: trio.Nursery) -> None:
     while True:
         try:
             stream = await listener.accept()
@@ -126,24 +164,19 @@ async def _accept(listener: trio.SocketListener, metrics: Metrics | None, status
             log.warning("metrics endpoint cannot accept a connection: %s", exc)
             await trio.sleep(ACCEPT_BACKOFF)
             continue
-        deadline = trio.current_time() + REQUEST_TIMEOUT  # from the accept, whatever follows
-        try:
-            slots.acquire_nowait()
-        except trio.WouldBlock:  # full: shed it at once rather than queue it
-            await stream.aclose()
-            continue
-        nursery.start_soon(_connection, stream, metrics, status, slots, deadline)
+        # The deadline runs from the accept, whatever follows.
+        slot = connections.admit(trio.current_time() + REQUEST_TIMEOUT)
+        nursery.start_soon(_connection, stream, metrics, status, connections, slot)
 
 
 async def _connection(stream: trio.SocketStream, metrics: Metrics | None, status: Status,
-                      slots: trio.Semaphore, deadline: float | None = None) -> None:
+                      connections: Connections, slot: Slot) -> None:
     try:
-        await _serve_one(stream, metrics, status,
-                         trio.current_time() + REQUEST_TIMEOUT if deadline is None else deadline)
+        await _serve_one(stream, metrics, status, slot)
     except Exception:  # a connection's failure ends that connection, never the daemon
         log.exception("metrics endpoint: a connection failed")
     finally:
-        slots.release()
+        connections.release(slot)
         with trio.CancelScope(shield=True):
             await stream.aclose()
 
@@ -163,12 +196,12 @@ async def serve_http(address: str, metrics: Metrics | None, status: Status, *,
     bound = listeners[0].socket.getsockname()[1]
     what = "metrics and health" if metrics is not None else "health probes"
     log.info("%s on http://%s:%d/", what, host, bound)
-    slots = trio.Semaphore(max_connections)
+    connections = Connections(max_connections)
     try:
         async with trio.open_nursery() as nursery:
             task_status.started(bound)  # the listeners are bound: connections queue from here
             for listener in listeners:
-                nursery.start_soon(_accept, listener, metrics, status, slots, nursery)
+                nursery.start_soon(_accept, listener, metrics, status, connections, nursery)
     finally:
         with trio.CancelScope(shield=True):
             for listener in listeners:

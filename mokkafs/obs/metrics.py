@@ -124,6 +124,10 @@ def status_families(s: Status) -> Iterator[Family]:
     yield counter("mokkafs_swaps", "Views swapped in after a successful load", s.swaps)
     yield counter("mokkafs_source_reads", "Times the source read its profile",
                   s.watch.reads if s.watch is not None else 0)
+    yield counter("mokkafs_compile_processes_started",
+                  "Compiling processes started: the first compile's, and each change's that "
+                  "found none running (--compile-idle)",
+                  s.watch.compile_starts if s.watch is not None else 0)
     yield counter("mokkafs_source_errors",
                   "Loads that failed; the last good State stays in force", s.source_errors)
     failed = counter("mokkafs_apply_errors", "Failures while applying a loaded State, by stage")

@@ -22,6 +22,11 @@ class Followable(Protocol):
         """The process that compiles its changes, when it is not this one."""
         ...
 
+    @property
+    def compile_starts(self) -> int:
+        """Compiling processes started so far: each one a compile that waited for it."""
+        ...
+
 
 @dataclass
 class Status:

@@ -40,3 +40,20 @@ class Source(Followable, Protocol):
     def reload(self) -> None:
         """Ask for a fresh read even without a change notification (SIGHUP)."""
         ...
+
+
+class Remote(Protocol):
+    """Compiles elsewhere (``child.CompileChild``: in a child process)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    started: int  # processes started so far
+
+    async def compile(self, text: str, filename: str) -> State: ...
+
+    async def release(self) -> None: ...
+
+    async def expire(self) -> None: ...
+
+    async def aclose(self) -> None: ...

@@ -36,13 +36,12 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
 
 import trio
 
 from mokkafs.errors import InternalError, MokkafsError, ProfileError, internal_error
 from mokkafs.profile.resolve import read_text, trusted_places
-from mokkafs.source import Update
+from mokkafs.source import Remote, Update
 from mokkafs.source.inotify import Event, Watches
 from mokkafs.state import Generation, State
 
@@ -52,19 +51,6 @@ REMOVAL_GRACE = 0.05  # seconds an editor takes between moving the old file away
 CONFIGMAP_DATA = "..data"  # the link a kubelet renames to swap a ConfigMap volume's content
 
 Compile = Callable[[str, str], State]  # (text, file name) -> State; raises ProfileError
-
-
-class Remote(Protocol):
-    """Compiles elsewhere (``child.CompileChild``: in a child process)."""
-
-    @property
-    def pid(self) -> int | None: ...
-
-    async def compile(self, text: str, filename: str) -> State: ...
-
-    async def expire(self) -> None: ...
-
-    async def aclose(self) -> None: ...
 
 
 class FileSource:
@@ -102,8 +88,8 @@ class FileSource:
 
     async def initial(self) -> State:
         """Read and compile the file now (before anything is mounted). With ``remote``, the
-        compile is its, and its process ends after it: a node whose profile stays put holds
-        none, and this process never loads the compiler."""
+        compile is its, and its process ends after it unless ``remote`` keeps it: a node whose
+        profile stays put holds none, and this process never loads the compiler."""
         text = read_text(self.path, self.within)
         self._digest = _digest(text)
         if self.remote is None:
@@ -111,12 +97,12 @@ class FileSource:
         else:
             try:
                 compiled = await self.remote.compile(text, str(self.path))
-            except ProfileError:
-                raise
-            except MokkafsError as exc:
-                raise InternalError(f"{exc}; at start: nothing is mounted") from None
-            finally:
+            except BaseException as exc:
                 await self.remote.aclose()
+                if isinstance(exc, MokkafsError) and not isinstance(exc, ProfileError):
+                    raise InternalError(f"{exc}; at start: nothing is mounted") from None
+                raise
+            await self.remote.release()
         state = self._numbered(compiled)
         self.generation += 1
         return state
@@ -190,6 +176,11 @@ class FileSource:
     def compile_pid(self) -> int | None:
         """The process that compiles changes, when it is not this one and runs."""
         return self.remote.pid if self.remote is not None else None
+
+    @property
+    def compile_starts(self) -> int:
+        """Compiling processes started so far (none when compiles run in this one)."""
+        return self.remote.started if self.remote is not None else 0
 
     async def _step(self, out: trio.MemorySendChannel[Update], scope: trio.CancelScope) -> None:
         asked = self._forced

@@ -1,6 +1,7 @@
 """Compiles in a child process, on a real mount: a change is compiled in another process
 than the daemon's, and a compile that hangs is killed at its deadline, its error on /readyz,
-the last good view serving, and the next change compiled by a new child."""
+the last good view serving, and the next change compiled by a new child; a kept child
+compiles each change itself."""
 
 from __future__ import annotations
 
@@ -97,3 +98,21 @@ def test_a_compile_that_hangs_is_killed_and_the_last_view_serves(tmp_path: Path)
         rename_over(live, profile_text("a100"))
         live.wait_generation(3)
         assert compile_pid(live) != hung and live.ready()["last_error"] is None
+
+
+def test_a_kept_compiling_process_compiles_each_change_at_once(tmp_path: Path) -> None:
+    """``--compile-idle never``: the first compile's process is kept, not ended, and a later
+    change is compiled by it, in the process that has the compiler imported: no process is
+    started for it (the counter of starts stays at the first compile's), and the new view
+    serves what the new profile says."""
+    started = "mokkafs_compile_processes_started_total"
+    with live_mount(tmp_path, extra=["--compile-idle", "never"]) as live:
+        kept = compile_pid(live)  # the first compile's, still running once the mount serves
+        assert parent_of(kept) == live.mount.process.pid and live.metric(started) == 1
+        wait_for(lambda: live.metric("mokkafs_source_reads_total") >= 1, 20, "the first read")
+        a100 = sorted(os.listdir(live.mount.sys / "bus/pci/devices"))
+        rename_over(live, profile_text("h100"))
+        live.wait_generation(2)
+        assert compile_pid(live) == kept and live.metric(started) == 1
+        assert sorted(os.listdir(live.mount.sys / "bus/pci/devices")) != a100
+        assert live.ready()["last_error"] is None

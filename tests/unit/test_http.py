@@ -1,5 +1,5 @@
 """The metrics and health endpoint, in trio on a loopback port: the answers, HEAD, bad
-requests, and the cap on connections."""
+requests, and the cap on connections (slow clients: test_http_slow_clients.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from mokkafs.errors import MetricsError
-from mokkafs.obs.http import _answer, _connection, is_local, parse_address, serve_http
+from mokkafs.obs.http import Connections, _answer, _connection, is_local, parse_address, serve_http
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
 
@@ -104,24 +104,20 @@ def test_the_probes_listener_serves_the_probes_alone() -> None:
     trio.run(main)
 
 
-def test_connections_beyond_the_cap_are_shed_and_service_goes_on() -> None:
+def test_a_connection_beyond_the_cap_closes_the_oldest_idle_one() -> None:
+    """The cap holds: a third connection to two slots is answered, and the oldest of the two
+    that sent nothing is closed to make room for it."""
     status = Status(serving=True)
 
     async def main() -> None:
         async with endpoint(status, max_connections=2) as port:
             idle = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(2)]
-            with trio.fail_after(10):  # a third is closed at once, not queued
-                extra = await trio.open_tcp_stream("127.0.0.1", port)
-                assert await extra.receive_some(10) == b""
-            await extra.aclose()
+            reply = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert reply.startswith(b"HTTP/1.1 200 OK")  # accepted after both idle ones
+            with trio.fail_after(10):
+                assert await idle[0].receive_some(10) == b""  # the oldest, closed
             for stream in idle:
                 await stream.aclose()
-            with trio.fail_after(10):
-                while True:  # the slots come back as the idle ones close
-                    reply = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-                    if reply:
-                        break
-            assert reply.startswith(b"HTTP/1.1 200 OK")
 
     trio.run(main)
 
@@ -209,10 +205,11 @@ def test_a_connection_that_fails_ends_alone(client: str, expected_logs: list[str
     expected_logs.append("a connection failed")  # the unforeseen, with its traceback
 
     async def main() -> None:
-        slots = trio.Semaphore(1)
-        await slots.acquire()
-        await _connection(cast(trio.SocketStream, stream), Metrics(status), status, slots)
-        assert slots.value == 1  # its slot is given back
+        connections = Connections(1)
+        slot = connections.admit(trio.current_time() + 10)
+        await _connection(cast(trio.SocketStream, stream), Metrics(status), status,
+                          connections, slot)
+        assert not connections.open  # its slot is given back
         async with endpoint(status) as port:  # and the endpoint serves on
             assert head_and_body(await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
                                                       b"\r\n"))[0] == "HTTP/1.1 200 OK"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mokkafs.cli.arguments import cdi_args, profile_args, runtime_arg, seconds
+from mokkafs.cli.arguments import cdi_args, profile_args, runtime_arg, seconds, seconds_or_never
 from mokkafs.delivery.cdi import DEFAULT_VERSION
 from mokkafs.errors import MokkafsError
 from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
@@ -32,9 +32,12 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                        help="a compile (in a child process: the first one, and each profile "
                             "change's) that takes longer is killed, the last good view kept; "
                             "at start nothing is mounted (default: 30)")
-    mount.add_argument("--compile-idle", type=seconds, default=None, metavar="SECONDS",
+    mount.add_argument("--compile-idle", type=seconds_or_never, default=None,
+                       metavar="SECONDS|never",
                        help="the compiling process ends once no change came for this long; "
-                            "the next change starts another (default: 60)")
+                            "the next change starts another and waits for it to import the "
+                            "compiler (default: 60). never: the first compile's process is "
+                            "kept, so every change compiles at once, for about 28 MiB more")
     mount.add_argument("--health", metavar="HOST:PORT", default=None,
                        help="serve /healthz and /readyz alone there, for liveness and "
                             "readiness probes: clients of the metrics port cannot take its "
