@@ -1,15 +1,18 @@
-"""mokkafs's NVML in tests: what the view's own files say of each GPU (what NVML must agree
-with, read straight from the mount)."""
+"""mokkafs's NVML in tests: the environment ``mokkafs nvml-env`` prints, and what the view's
+own files say of each GPU (what NVML must agree with, read straight from the mount)."""
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from mokkafs.model.pci import LINK_GENERATIONS
 from mokkafs.profile.compile.cpus import parse_cpulist
+from tests.helpers.mounts import REPO
 
 
 @dataclass(frozen=True)
@@ -60,3 +63,12 @@ def nvml_bus_id(bdf: str) -> str:
     domain, rest = bdf.split(":", 1)
     return f"{int(domain, 16):08X}:{rest.upper()}"
 
+
+def nvml_env(mountpoint: Path) -> dict[str, str]:
+    """What ``mokkafs nvml-env`` exports for a serving mount."""
+    out = subprocess.run([sys.executable, "-m", "mokkafs", "nvml-env", "--mountpoint",
+                          str(mountpoint)], capture_output=True, text=True, check=True,
+                         cwd=REPO, timeout=60).stdout
+    env = dict(re.findall(r"^export (\w+)=(\S+)$", out, re.M))
+    assert sorted(env) == ["LD_LIBRARY_PATH", "MOKKAFS_ROOT"], out
+    return env
