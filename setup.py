@@ -18,8 +18,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 WARNINGS = ["-Wall", "-Wextra", "-Werror"]
-NVML = Path("native/nvml")
-NVML_SOURCES = ["view.c", "gpus.c", "lifecycle.c", "device.c", "pci.c", "affinity.c", "stubs.c"]
+NVML = Path("native/nvml")  # every C file there is the library's
 NVML_SONAME = "libnvidia-ml.so.1"
 
 
@@ -44,7 +43,7 @@ class BuildNative(build_ext):
         """The NVML library: only the API's names exported; nvtop opens the unversioned name."""
         lib.mkdir(parents=True, exist_ok=True)
         objects = self.compiler.compile(
-            [str(NVML / name) for name in NVML_SOURCES], output_dir=self.build_temp,
+            sorted(str(source) for source in NVML.glob("*.c")), output_dir=self.build_temp,
             extra_postargs=[*WARNINGS, "-Wshadow", "-Wstrict-prototypes", "-O2", "-fPIC",
                             "-fvisibility=hidden", "-pthread"])
         self.compiler.link_shared_object(
