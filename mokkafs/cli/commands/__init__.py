@@ -17,6 +17,7 @@ COMMANDS = (
     "cdi",
     "tree",
     "preload_env",
+    "nvml_env",
     "fault",
     "mig",
     "writes",

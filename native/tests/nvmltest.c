@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* mokkafs's NVML driven from C, built with the library's sources under AddressSanitizer and
+ * UndefinedBehaviorSanitizer (make nvmltest). MOKKAFS_ROOT names the view. It prints one
+ * "gpu" line per GPU (tests/nvml/test_nvml_c.py checks them against the view), checks the
+ * bad-input answers and the lifecycle, and calls from 8 threads at once; "FAIL ..." lines
+ * and exit status 1 say what went wrong. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../nvml/nvml_api.h"
+
+/* A function the library does not implement (a stub): any signature is safe */
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, void *memory);
+
+#define THREADS 8
+#define ROUNDS 200
+
+static int failures;
+static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void expect(const char *what, nvmlReturn_t got, nvmlReturn_t want)
+{
+    if (got == want)
+        return;
+    pthread_mutex_lock(&failed_lock);
+    failures++;
+    printf("FAIL %s: %d (%s), expected %d\n", what, got, nvmlErrorString(got), want);
+    pthread_mutex_unlock(&failed_lock);
+}
+
+static void same(const char *what, int equal)
+{
+    expect(what, equal ? NVML_SUCCESS : NVML_ERROR_UNKNOWN, NVML_SUCCESS);
+}
+
+static void print_gpu(unsigned int i, nvmlDevice_t h)
+{
+    char name[NVML_DEVICE_NAME_BUFFER_SIZE], uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
+    unsigned int minor = 0, cg = 0, cw = 0, mg = 0, mw = 0, numa = 0, index = 99;
+    unsigned long cpus[4] = {0};
+    nvmlPciInfo_t pci;
+    expect("name", nvmlDeviceGetName(h, name, sizeof(name)), NVML_SUCCESS);
+    expect("uuid", nvmlDeviceGetUUID(h, uuid, sizeof(uuid)), NVML_SUCCESS);
+    expect("minor", nvmlDeviceGetMinorNumber(h, &minor), NVML_SUCCESS);
+    expect("pci", nvmlDeviceGetPciInfo_v3(h, &pci), NVML_SUCCESS);
+    expect("index", nvmlDeviceGetIndex(h, &index), NVML_SUCCESS);
+    same("index is the handle's", index == i);
+    expect("current gen", nvmlDeviceGetCurrPcieLinkGeneration(h, &cg), NVML_SUCCESS);
+    expect("current width", nvmlDeviceGetCurrPcieLinkWidth(h, &cw), NVML_SUCCESS);
+    expect("max gen", nvmlDeviceGetMaxPcieLinkGeneration(h, &mg), NVML_SUCCESS);
+    expect("max width", nvmlDeviceGetMaxPcieLinkWidth(h, &mw), NVML_SUCCESS);
+    expect("numa", nvmlDeviceGetNumaNodeId(h, &numa), NVML_SUCCESS);
+    expect("cpus", nvmlDeviceGetCpuAffinity(h, 4, cpus), NVML_SUCCESS);
+    printf("gpu\t%u\t%s\t%s\t%s\t%s\t%u\t%08x\t%08x\t%u\t%u\t%u\t%u\t%u\t%lx,%lx,%lx,%lx\n", i,
+           pci.busId, pci.busIdLegacy, name, uuid, minor, pci.pciDeviceId, pci.pciSubSystemId,
+           cg, cw, mg, mw, numa, cpus[0], cpus[1], cpus[2], cpus[3]);
+
+    nvmlDevice_t again = NULL;
+    expect("by uuid", nvmlDeviceGetHandleByUUID(uuid, &again), NVML_SUCCESS);
+    same("by uuid is the same handle", again == h);
+    expect("by bus id", nvmlDeviceGetHandleByPciBusId_v2(pci.busId, &again), NVML_SUCCESS);
+    same("by bus id is the same handle", again == h);
+    expect("by legacy bus id", nvmlDeviceGetHandleByPciBusId(pci.busIdLegacy, &again),
+           NVML_SUCCESS);
+    same("by legacy bus id is the same handle", again == h);
+    if (pci.domain == 0) { /* the short spelling, lowercase, means domain 0 */
+        char bus_id[16];
+        snprintf(bus_id, sizeof(bus_id), "%02x:%02x.0", pci.bus, pci.device);
+        expect("by short bus id", nvmlDeviceGetHandleByPciBusId(bus_id, &again), NVML_SUCCESS);
+        same("by short bus id is the same handle", again == h);
+    }
+
+    char tiny[4];
+    expect("short name buffer", nvmlDeviceGetName(h, tiny, sizeof(tiny)),
+           NVML_ERROR_INSUFFICIENT_SIZE);
+    expect("uuid without room for its NUL",
+           nvmlDeviceGetUUID(h, uuid, (unsigned int)strlen(uuid)), NVML_ERROR_INSUFFICIENT_SIZE);
+    expect("NULL name", nvmlDeviceGetName(h, NULL, 64), NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL pci", nvmlDeviceGetPciInfo_v3(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL minor", nvmlDeviceGetMinorNumber(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL width", nvmlDeviceGetCurrPcieLinkWidth(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("zero cpu set", nvmlDeviceGetCpuAffinity(h, 0, cpus), NVML_ERROR_INVALID_ARGUMENT);
+    char memory[64];
+    expect("a stub", nvmlDeviceGetMemoryInfo(h, memory), NVML_ERROR_NOT_SUPPORTED);
+}
+
+static void *hammer(void *arg)
+{
+    const char *want = arg; /* the last GPU's UUID */
+    for (int r = 0; r < ROUNDS; r++) {
+        unsigned int count = 0;
+        nvmlDevice_t h;
+        char uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
+        expect("threads: count", nvmlDeviceGetCount_v2(&count), NVML_SUCCESS);
+        if (count == 0)
+            continue;
+        expect("threads: handle", nvmlDeviceGetHandleByIndex_v2(count - 1, &h), NVML_SUCCESS);
+        expect("threads: uuid", nvmlDeviceGetUUID(h, uuid, sizeof(uuid)), NVML_SUCCESS);
+        same("threads: the same uuid", strcmp(uuid, want) == 0);
+    }
+    return NULL;
+}
+
+static void bad_input(unsigned int count)
+{
+    nvmlDevice_t h;
+    struct nvmlDevice_st *forged = (struct nvmlDevice_st *)&h;
+    char text[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    expect("NULL count", nvmlDeviceGetCount_v2(NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL handle out", nvmlDeviceGetHandleByIndex_v2(0, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("index past the end", nvmlDeviceGetHandleByIndex_v2(count, &h),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL device", nvmlDeviceGetUUID(NULL, text, sizeof(text)),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("a handle not ours", nvmlDeviceGetName(forged, text, sizeof(text)),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL uuid", nvmlDeviceGetHandleByUUID(NULL, &h), NVML_ERROR_INVALID_ARGUMENT);
+    expect("unknown uuid", nvmlDeviceGetHandleByUUID("GPU-none", &h), NVML_ERROR_NOT_FOUND);
+    expect("malformed bus id", nvmlDeviceGetHandleByPciBusId_v2("zz", &h),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("absent bus id", nvmlDeviceGetHandleByPciBusId_v2("0000:ff:1f.7", &h),
+           NVML_ERROR_NOT_FOUND);
+    expect("short driver version", nvmlSystemGetDriverVersion(text, 2),
+           NVML_ERROR_INSUFFICIENT_SIZE);
+    expect("NULL cuda version", nvmlSystemGetCudaDriverVersion_v2(NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    same("an unknown code's string", strcmp(nvmlErrorString(12345), "Unknown Error") == 0);
+}
+
+int main(void)
+{
+    unsigned int count = 0;
+    nvmlDevice_t first = NULL;
+    char version[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE], uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
+    int cuda = 0;
+    expect("count before init", nvmlDeviceGetCount_v2(&count), NVML_ERROR_UNINITIALIZED);
+    expect("shutdown before init", nvmlShutdown(), NVML_ERROR_UNINITIALIZED);
+    expect("init", nvmlInit_v2(), NVML_SUCCESS);
+    expect("init again", nvmlInitWithFlags(0), NVML_SUCCESS);
+    expect("driver version", nvmlSystemGetDriverVersion(version, sizeof(version)), NVML_SUCCESS);
+    printf("driver\t%s\n", version);
+    expect("nvml version", nvmlSystemGetNVMLVersion(version, sizeof(version)), NVML_SUCCESS);
+    expect("cuda version", nvmlSystemGetCudaDriverVersion(&cuda), NVML_SUCCESS);
+    printf("versions\t%s\t%d\n", version, cuda);
+    expect("count", nvmlDeviceGetCount_v2(&count), NVML_SUCCESS);
+    for (unsigned int i = 0; i < count; i++) {
+        nvmlDevice_t h = NULL;
+        expect("handle", nvmlDeviceGetHandleByIndex_v2(i, &h), NVML_SUCCESS);
+        if (h)
+            print_gpu(i, h);
+        if (i == 0)
+            first = h;
+    }
+    bad_input(count);
+    if (count > 0) {
+        nvmlDevice_t last;
+        pthread_t threads[THREADS];
+        expect("last", nvmlDeviceGetHandleByIndex(count - 1, &last), NVML_SUCCESS);
+        expect("last uuid", nvmlDeviceGetUUID(last, uuid, sizeof(uuid)), NVML_SUCCESS);
+        for (int t = 0; t < THREADS; t++)
+            pthread_create(&threads[t], NULL, hammer, uuid);
+        for (int t = 0; t < THREADS; t++)
+            pthread_join(threads[t], NULL);
+    }
+    expect("shutdown", nvmlShutdown(), NVML_SUCCESS);
+    expect("shutdown of the second init", nvmlShutdown(), NVML_SUCCESS);
+    expect("shutdown once too often", nvmlShutdown(), NVML_ERROR_UNINITIALIZED);
+    expect("a handle after shutdown", nvmlDeviceGetUUID(first, uuid, sizeof(uuid)),
+           NVML_ERROR_UNINITIALIZED);
+    if (count > 0) {
+        expect("init after shutdown", nvmlInit(), NVML_SUCCESS);
+        expect("an old handle after init", nvmlDeviceGetUUID(first, uuid, sizeof(uuid)),
+               NVML_SUCCESS);
+        expect("last shutdown", nvmlShutdown(), NVML_SUCCESS);
+    }
+    printf("%d failed\n", failures);
+    return failures ? 1 : 0;
+}

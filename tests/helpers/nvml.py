@@ -1,0 +1,74 @@
+"""mokkafs's NVML in tests: the environment ``mokkafs nvml-env`` prints, and what the view's
+own files say of each GPU (what NVML must agree with, read straight from the mount)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from mokkafs.model.pci import LINK_GENERATIONS
+from mokkafs.profile.compile.cpus import parse_cpulist
+from tests.helpers.mounts import REPO
+
+
+@dataclass(frozen=True)
+class ViewGpu:
+    """One GPU as proc/driver/nvidia/gpus/<bdf>/information and its sysfs directory say."""
+
+    bdf: str
+    name: str
+    uuid: str
+    minor: int
+    device_id: int  # device << 16 | vendor, as NVML's pciDeviceId
+    subsystem_id: int
+    link: tuple[int, int, int, int]  # current gen and width, max gen and width
+    numa: int
+    cpus: frozenset[int]
+
+
+def information(root: Path, bdf: str) -> dict[str, str]:
+    text = (root / "proc/driver/nvidia/gpus" / bdf / "information").read_text()
+    return {k.strip(): v.strip() for k, v in re.findall(r"^([^:\n]+):(.*)$", text, re.M)}
+
+
+def view_gpus(root: Path) -> list[ViewGpu]:
+    """The GPUs the driver lists and does not exclude, in PCI order."""
+    gpus = []
+    for bdf in sorted(os.listdir(root / "proc/driver/nvidia/gpus")):
+        info = information(root, bdf)
+        if info["GPU Excluded"] == "Yes":
+            continue
+        sysfs = root / "sys/bus/pci/devices" / bdf
+
+        def attr(name: str, sysfs: Path = sysfs) -> str:
+            return (sysfs / name).read_text().strip()
+
+        gpus.append(ViewGpu(
+            bdf=bdf, name=info["Model"], uuid=info["GPU UUID"], minor=int(info["Device Minor"]),
+            device_id=int(attr("device"), 16) << 16 | int(attr("vendor"), 16),
+            subsystem_id=(int(attr("subsystem_device"), 16) << 16
+                          | int(attr("subsystem_vendor"), 16)),
+            link=(LINK_GENERATIONS[attr("current_link_speed")], int(attr("current_link_width")),
+                  LINK_GENERATIONS[attr("max_link_speed")], int(attr("max_link_width"))),
+            numa=int(attr("numa_node")), cpus=frozenset(parse_cpulist(attr("local_cpulist")))))
+    return gpus
+
+
+def nvml_bus_id(bdf: str) -> str:
+    """A sysfs BDF in NVML's spelling: "0000:1b:00.0" -> "00000000:1B:00.0"."""
+    domain, rest = bdf.split(":", 1)
+    return f"{int(domain, 16):08X}:{rest.upper()}"
+
+
+def nvml_env(mountpoint: Path) -> dict[str, str]:
+    """What ``mokkafs nvml-env`` exports for a serving mount."""
+    out = subprocess.run([sys.executable, "-m", "mokkafs", "nvml-env", "--mountpoint",
+                          str(mountpoint)], capture_output=True, text=True, check=True,
+                         cwd=REPO, timeout=60).stdout
+    env = dict(re.findall(r"^export (\w+)=(\S+)$", out, re.M))
+    assert sorted(env) == ["LD_LIBRARY_PATH", "MOKKAFS_ROOT"], out
+    return env

@@ -1,0 +1,65 @@
+"""mokkafs's NVML from C under AddressSanitizer and UBSan (native/tests/nvmltest.c) on a
+mounted h100 view: every GPU's identity, PCI ids, link, NUMA node and CPUs equal the view's
+own files; bad input, the lifecycle and 8 threads at once answer as the API says."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.mounts import REPO, Mount
+from tests.helpers.nvml import nvml_bus_id, view_gpus
+from tests.helpers.tools import require_tool
+
+
+@pytest.fixture(scope="module")
+def nvmltest(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_tool("make")
+    out = tmp_path_factory.mktemp("nvmltest")
+    subprocess.run(["make", "-s", "-C", str(REPO / "native"), f"OUT={out}", f"{out}/nvmltest"],
+                   check=True, timeout=300)
+    return out / "nvmltest"
+
+
+def run(nvmltest: Path, root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "MOKKAFS_ROOT": str(root),
+           "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87"}
+    return subprocess.run([str(nvmltest)], capture_output=True, text=True, timeout=120, env=env)
+
+
+def cpu_bits(words: str) -> frozenset[int]:
+    """The program's four 64-bit words of the CPU set, as CPU numbers."""
+    return frozenset(w * 64 + b for w, word in enumerate(words.split(","))
+                     for b in range(64) if int(word, 16) >> b & 1)
+
+
+def test_the_api_from_c_under_sanitizers(nvmltest: Path, mount_h100: Mount) -> None:
+    result = run(nvmltest, mount_h100.path)
+    assert result.returncode == 0 and "0 failed" in result.stdout, result.stdout + result.stderr
+    assert "Sanitizer" not in result.stderr, result.stderr
+    lines = [line.split("\t") for line in result.stdout.splitlines()]
+    driver = next(line[1] for line in lines if line[0] == "driver")
+    version = (mount_h100.path / "proc/driver/nvidia/version").read_text()
+    assert f"  {driver}  " in version
+    assert next(line[1:] for line in lines if line[0] == "versions") == [f"12.{driver}", "12040"]
+    rows = [line[1:] for line in lines if line[0] == "gpu"]
+    gpus = view_gpus(mount_h100.path)
+    assert len(rows) == len(gpus) == 8
+    for i, (row, gpu) in enumerate(zip(rows, gpus, strict=True)):
+        assert row[:6] == [str(i), nvml_bus_id(gpu.bdf), nvml_bus_id(gpu.bdf)[4:], gpu.name,
+                           gpu.uuid, str(gpu.minor)]
+        assert (int(row[6], 16), int(row[7], 16)) == (gpu.device_id, gpu.subsystem_id)
+        assert tuple(int(v) for v in row[8:12]) == gpu.link
+        assert int(row[12]) == gpu.numa
+        assert cpu_bits(row[13]) == {c for c in gpu.cpus if c < 256}
+
+
+def test_no_view_is_driver_not_loaded(nvmltest: Path, tmp_path: Path) -> None:
+    result = run(nvmltest, tmp_path)  # an empty directory: no proc/driver/nvidia/version
+    assert result.returncode == 1
+    assert "FAIL init: 9 (Driver Not Loaded), expected 0" in result.stdout, result.stdout
+    assert "Sanitizer" not in result.stderr, result.stderr
