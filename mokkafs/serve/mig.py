@@ -85,6 +85,29 @@ def _gi_key(layout: Layout, name: str, where: tuple[str | int, ...]) -> str | No
     return layout.shape(name, None, where)
 
 
+def _destroyed(made: list[GpuInstance], gpu: int, action: str, gis: list[int],
+               cis: list[int]) -> None:
+    """Refuse, in ``nvidia-smi mig``'s words, a destroy that names an instance the GPU does
+    not have (or that has nothing to destroy): the real tool fails it with Not Found."""
+    if action == "dgi":
+        missing = [f"Unable to destroy GPU instance ID {g:2d} from GPU {gpu:2d}: Not Found"
+                   for g in gis if all(gi.id != g for gi in made)]
+        if missing:
+            raise UsageError("\n".join([*missing, "Failed to destroy GPU instances: Not Found"]))
+        if not made:
+            raise UsageError("No GPU instances found: Not Found")
+        return
+    gi = next((gi for gi in made if len(gis) == 1 and gi.id == gis[0]), None)
+    if gi is None:
+        return  # no such GPU instance, or not one: said by the checks that follow
+    missing = [f"Unable to destroy compute instance ID {c:2d} from GPU {gpu:2d} GPU instance "
+               f"ID {gi.id:2d}: Not Found" for c in cis if all(ci.id != c for ci in gi.compute)]
+    if missing:
+        raise UsageError("\n".join([*missing, "Failed to destroy compute instances: Not Found"]))
+    if not gi.compute:
+        raise UsageError("No compute instances found: Not Found")
+
+
 def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstance, ...]:
     """The GPU's new layout after ``request`` (cgi, dgi, cci or dci); raises ProfileError
     naming what cannot be done."""
@@ -95,6 +118,9 @@ def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstan
     layout = Layout(TABLES[device][1], TABLES[device][0], (f"-{action}",), problems)
     layout.made = list(gpu.instances)
     gis = [int(g) for g in request.get("gi") or []]
+    if action in ("dgi", "dci"):
+        _destroyed(layout.made, int(request["gpu"]), action, gis,
+                   [int(c) for c in request.get("ci") or []])
     for g in gis:
         if all(gi.id != g for gi in layout.made):
             problems.add(("-gi",), f"GPU {request['gpu']} has no GPU instance {g}")
