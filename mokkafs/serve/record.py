@@ -28,7 +28,15 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from mokkafs.faults.book import FaultBook
 from mokkafs.model.mig import ComputeInstance, GpuInstance
@@ -119,6 +127,20 @@ class KeptDynId(_Closed):
     at: Finite
 
 
+def _per_driver(kept: list[KeptDynId]) -> list[KeptDynId]:
+    """A driver keeps ``MAX_DYNIDS`` at most, as ``new_id`` lets it have (never quoting the
+    driver's name: the file is no profile to quote)."""
+    seen: dict[str, int] = {}
+    for pos, k in enumerate(kept):
+        seen[k.driver] = seen.get(k.driver, 0) + 1
+        if seen[k.driver] > dynids.MAX_DYNIDS:
+            raise ValueError(f"entry {pos} is one driver's dynamic ID number "
+                             f"{dynids.MAX_DYNIDS + 1}, and a driver keeps "
+                             f"{dynids.MAX_DYNIDS} at most (docs/writes.md); no mokkafs "
+                             "writes that: remove the file, or the entries past the bound")
+    return kept
+
+
 class StateDocument(_Closed):
     format: Literal["mokkafs-state"]
     version: int
@@ -128,7 +150,8 @@ class StateDocument(_Closed):
     faults: FaultsSection = FaultsSection()
     mig: list[KeptLayout] = Field(default=[], max_length=1024)
     writes: list[KeptWrite] = Field(default=[], max_length=1 << 16)
-    dynids: list[KeptDynId] = Field(default=[], max_length=1 << 16)
+    dynids: Annotated[list[KeptDynId], AfterValidator(_per_driver)] = Field(
+        default=[], max_length=1 << 16)
 
 
 @dataclass
@@ -225,10 +248,10 @@ def restore(text: str, boot_id: str, clock: float, wall: float) -> Restored:
                                for k in doc.mig})
         layers.writes = WriteBook({(w.bdf, w.attribute): Write(w.bdf, w.attribute, w.value,
                                                                 w.at) for w in doc.writes})
+        ids: dict[str, list[dynids.DynId]] = {}
         for kept_id in doc.dynids:
-            dynid, _ = dynids.parse(kept_id.id, 7, kept_id.at)
-            ids = layers.writes.dynids
-            ids[kept_id.driver] = (*ids.get(kept_id.driver, ()), dynid)
+            ids.setdefault(kept_id.driver, []).append(dynids.parse(kept_id.id, 7, kept_id.at)[0])
+        layers.writes.dynids = {driver: tuple(kept) for driver, kept in ids.items()}
     return Restored(layers, origins, rebooted, ended)
 
 
