@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from mokkafs.errors import UsageError
 from mokkafs.model.mig import GpuInstance, MigGpu
-from mokkafs.profile.mig_tables import SHAPES, TABLES
-from mokkafs.profile.problems import Problems
+from mokkafs.profile.mig_tables import CI_SLICES, SHAPES, TABLES
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.state import State
 
 if TYPE_CHECKING:
@@ -60,6 +60,36 @@ class MigLayer:
                 log.info("MIG layout of GPU minor %d set at run time ends: the profile "
                          "changed it", minor)
                 del self.layouts[minor]
+
+
+def recheck(profile: State, minor: int, instances: tuple[GpuInstance, ...], where: YamlPath,
+            problems: Problems) -> None:
+    """Add to ``problems`` why ``instances`` is no layout GPU ``minor`` of ``profile`` could
+    have (a restored one: each GPU instance made again, in order, as ``change`` makes them:
+    its profile a name of the GPU's model, its placement and ID free, its compute instances'
+    profiles and IDs). Quotes no name it was given."""
+    from mokkafs.profile.mig import Layout
+
+    device = next(fn.device for fn in profile.gpus() if fn.gpu and fn.gpu.minor == minor)
+    model, names = TABLES[device]
+    layout = Layout(names, model, where, problems)
+    for pos, gi in enumerate(instances):
+        at = (*where, pos)
+        key = layout.by_name.get(gi.profile)
+        made = layout.gpu_instance(key, gi.start, gi.id, at) if key is not None else None
+        if made is None:
+            if key is None:
+                problems.add((*at, "profile"), f"not a GPU instance profile of {model}")
+            continue
+        spans = {f"{c}c.{made.profile}": c for c in CI_SLICES if c < made.slices}
+        spans[made.profile] = made.slices
+        for cpos, ci in enumerate(gi.compute):
+            if ci.profile not in spans:
+                problems.add((*at, "compute", cpos, "profile"), "not a compute instance "
+                             f"profile of {made.profile}")
+        layout.with_compute(made, [(ci.id, spans.get(ci.profile, 0)) for ci in gi.compute], at)
+    if not problems.items and tuple(sorted(layout.made, key=lambda g: g.id)) != instances:
+        problems.add(where, "its profile IDs, sizes or slices are not those of its profiles")
 
 
 def _gpu(profile: State, served: State, index: int) -> tuple[MigGpu, int]:

@@ -41,10 +41,12 @@ from pydantic import (
 from mokkafs.faults.book import FaultBook
 from mokkafs.model.mig import ComputeInstance, GpuInstance
 from mokkafs.profile.bdf import BDF_TEXT
+from mokkafs.profile.mig import MAX_CIS, MAX_GIS, MAX_GPUS, SLICES, UNITS
+from mokkafs.profile.problems import Problems
 from mokkafs.profile.schema import MAX_FAULTS, Fault
 from mokkafs.serve.durable import StateFileError
 from mokkafs.serve.layers import Layers
-from mokkafs.serve.mig import MigLayer
+from mokkafs.serve.mig import MigLayer, recheck
 from mokkafs.state import State
 from mokkafs.writes import dynids
 from mokkafs.writes.book import Write, WriteBook
@@ -75,28 +77,29 @@ class FaultsSection(_Closed):
 
 Small = Annotated[int, Field(ge=0, le=1 << 16)]
 Name = Annotated[str, Field(max_length=64)]
+Slices = Annotated[int, Field(ge=1, le=SLICES)]
 
 
 class KeptCompute(_Closed):
-    id: Small
+    id: int = Field(ge=0, lt=MAX_CIS)
     profile: Name
-    slices: Small
+    slices: Slices
 
 
-class KeptInstance(_Closed):
-    id: Small
+class KeptInstance(_Closed):  # bounded as the hardware is (mokkafs.profile.mig)
+    id: int = Field(ge=0, lt=MAX_GIS)
     profile: Name
     profile_id: Small
-    start: Small
-    size: Small
-    slices: Small
-    compute: list[KeptCompute] = Field(default=[], max_length=8)
+    start: int = Field(ge=0, lt=UNITS)
+    size: int = Field(ge=1, le=UNITS)
+    slices: Slices
+    compute: list[KeptCompute] = Field(default=[], max_length=MAX_CIS)
 
 
 class KeptLayout(_Closed):
-    minor: Small
-    base: list[KeptInstance] = Field(max_length=8)
-    layout: list[KeptInstance] = Field(max_length=8)
+    minor: int = Field(ge=0, lt=MAX_GPUS)
+    base: list[KeptInstance] = Field(max_length=SLICES)
+    layout: list[KeptInstance] = Field(max_length=SLICES)
 
 
 class KeptWrite(_Closed):
@@ -148,7 +151,7 @@ class StateDocument(_Closed):
     clock: Finite
     wall: Finite
     faults: FaultsSection = FaultsSection()
-    mig: list[KeptLayout] = Field(default=[], max_length=1024)
+    mig: list[KeptLayout] = Field(default=[], max_length=MAX_GPUS)
     writes: list[KeptWrite] = Field(default=[], max_length=1 << 16)
     dynids: Annotated[list[KeptDynId], AfterValidator(_per_driver)] = Field(
         default=[], max_length=1 << 16)
@@ -258,7 +261,16 @@ def restore(text: str, boot_id: str, clock: float, wall: float) -> Restored:
 def restored_state(profile: State, restored: Restored, now: float) -> State:
     """``profile`` (its own faults applied at ``now``) with what ``restored`` keeps: its MIG
     layouts and writes, and its faults, each from its kept origin."""
+    kept = restored.layers.mig.layouts
+    at = {minor: pos for pos, minor in enumerate(kept)}  # (in the file's order)
     restored.layers.mig.prune(profile)
+    problems = Problems("the state file", {})
+    for minor, (_, layout) in kept.items():
+        recheck(profile, minor, layout, ("mig", at[minor], "layout"), problems)
+    if problems.items:
+        raise StateFileError("a MIG layout `mokkafs mig` could not have made: " + "; ".join(
+            f"{p.path}: {p.message}" for p in problems.items[:3]) + "; remove the file (the "
+            "profile's layouts serve) and make the layout again with mokkafs mig")
     merged = restored.layers.over(profile)
     return replace(merged, faults=tuple(
         replace(f, origin=restored.origins.get(f.name, now)) if f.source == "control"
