@@ -96,9 +96,9 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
     state_file = None
     if config.state_dir is not None:
         state_file = StateFile.prepare(config.state_dir, config.mountpoint, wiring.proc)
-    state, layers = restore_at_start(state_file, profile, now, status)
     build = Assembler(wiring.surfaces).build
-    tree, counts = build(at(state, now), None)
+    state, layers, (tree, counts) = restore_at_start(
+        state_file, profile, now, status, lambda s: build(at(s, now), None))
     settle_heap()
     publisher = None
     if config.cdi is not None:

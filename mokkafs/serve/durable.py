@@ -9,8 +9,11 @@ may write, as ``<the mountpoint, escaped as systemd-escape --path does>.json``:
 fsync, rename, fsync of the directory), mode 0600. Read only if it is a regular file (no
 symlink, no FIFO), owned by root (or the daemon's user), written by its owner alone, and
 small; a file that fails any check, or whose content is not a state file this mokkafs reads,
-is refused: renamed aside to ``<name>.refused`` (so it is neither lost nor read again), with a
-warning, and the daemon starts from the profile alone.
+is refused: renamed aside to ``<name>.refused.<UTC time>`` (so it is neither lost nor read
+again; the ``MAX_REFUSED`` newest are kept), with a warning, and the daemon starts from the
+profile alone. So is a file whose layers do not apply to the profile at start (a MIG layout
+``mokkafs mig`` could not have made, or anything else that fails to build): a state file never
+stops a start.
 
 The document's schema (pydantic) is imported at the first read or write of a file: a daemon
 with no state to keep never loads it.
@@ -23,10 +26,12 @@ import logging
 import os
 import stat
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mokkafs.faults.schedule import remaining
 from mokkafs.obs.status import Status
@@ -40,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_BYTES = 4 << 20  # a full book of the largest faults is well under a megabyte
+MAX_REFUSED = 8  # refused files kept beside the state file, the newest
 SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.")
 
 
@@ -150,16 +156,29 @@ class StateFile:
 
             restored = restore(text, self.boot_id, clock, time.time())
         except StateFileError as exc:
-            aside = self.path.with_name(self.path.name + ".refused")
-            try:
-                os.rename(self.path, aside)
-                kept = f"renamed to {aside.name}"
-            except OSError as err:
-                kept = f"left in place ({err.strerror})"
-            why = f"state file {self.path} refused: {exc}; {kept}; serving the profile alone"
-            log.warning("%s", why)
-            return None, why
+            return None, self.set_aside(str(exc))
         return restored, None
+
+    def set_aside(self, why: str) -> str:
+        """Rename the file aside, never over one set aside before (the oldest go beyond
+        ``MAX_REFUSED``), and log ``why``; returns the log line."""
+        prefix = f"{self.path.name}.refused"
+        try:
+            older = sorted(n for n in os.listdir(self.path.parent)
+                           if n == prefix or n.startswith(prefix + "."))
+            for name in older[:max(0, len(older) - MAX_REFUSED + 1)]:
+                os.unlink(self.path.parent / name)
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+            aside = self.path.with_name(f"{prefix}.{stamp}")
+            while os.path.lexists(aside):
+                aside = aside.with_name(aside.name + "+")
+            os.rename(self.path, aside)
+            kept = f"renamed to {aside.name}"
+        except OSError as err:
+            kept = f"left in place ({err.strerror})"
+        line = f"state file {self.path} refused: {why}; {kept}; serving the profile alone"
+        log.warning("%s", line)
+        return line
 
     def save(self, layers: Layers, state: State, clock: float) -> None:
         """Keep ``layers`` (with its faults' origins as ``state`` has them), if they changed.
@@ -179,22 +198,37 @@ class StateFile:
         self._written = unchanged
 
 
+Built = TypeVar("Built")
+
+
 def restore_at_start(state_file: StateFile | None, profile: State, now: float,
-                     status: Status) -> tuple[State, Layers | None]:
-    """``profile`` with what the state file keeps from the daemon before, and its layers,
-    each fault it restores logged and recorded in ``status``, as is a refusal."""
+                     status: Status, build: Callable[[State], Built],
+                     ) -> tuple[State, Layers | None, Built]:
+    """``profile`` with what the state file keeps from the daemon before, its layers, and
+    what ``build`` makes of it; each fault it restores logged and recorded in ``status``, as
+    is a refusal. A file whose layers fail to apply (or to build) is set aside, and the
+    profile alone is built."""
     if state_file is None:
-        return profile, None
+        return profile, None, build(profile)
     status.state_file = str(state_file.path)
     restored, refused = state_file.load(now)
+    if restored is not None:
+        from mokkafs.serve.record import restored_state
+
+        try:
+            state = restored_state(profile, restored, now)
+            built = build(state)
+        except StateFileError as exc:
+            restored, refused = None, state_file.set_aside(str(exc))
+        except Exception as exc:  # a layer the checks let by: the start goes on without it
+            log.debug("the state file's layers do not build", exc_info=True)
+            restored, refused = None, state_file.set_aside(
+                f"its layers do not apply to the profile ({type(exc).__name__}: {exc})")
     if refused is not None:
         status.state_refused = refused
         status.failed(refused)
     if restored is None:
-        return profile, None
-    from mokkafs.serve.record import restored_state
-
-    state = restored_state(profile, restored, now)
+        return profile, None, build(profile)
     after = " after a reboot" if restored.rebooted else ""
     for line in restored.ended:
         log.info("not restored from %s: %s", state_file.path, line)
@@ -214,4 +248,4 @@ def restore_at_start(state_file: StateFile | None, profile: State, now: float,
     except OSError as exc:
         log.error("the state file cannot be written: %s", exc)
         status.failed(f"the restored faults serve, but the state file cannot be written: {exc}")
-    return state, restored.layers
+    return state, restored.layers, built

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from mokkafs.errors import UsageError
 from mokkafs.model.mig import GpuInstance, MigGpu
-from mokkafs.profile.mig_tables import SHAPES, TABLES
-from mokkafs.profile.problems import Problems
+from mokkafs.profile.mig_tables import CI_SLICES, SHAPES, TABLES
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.state import State
 
 if TYPE_CHECKING:
@@ -62,6 +62,36 @@ class MigLayer:
                 del self.layouts[minor]
 
 
+def recheck(profile: State, minor: int, instances: tuple[GpuInstance, ...], where: YamlPath,
+            problems: Problems) -> None:
+    """Add to ``problems`` why ``instances`` is no layout GPU ``minor`` of ``profile`` could
+    have (a restored one: each GPU instance made again, in order, as ``change`` makes them:
+    its profile a name of the GPU's model, its placement and ID free, its compute instances'
+    profiles and IDs). Quotes no name it was given."""
+    from mokkafs.profile.mig import Layout
+
+    device = next(fn.device for fn in profile.gpus() if fn.gpu and fn.gpu.minor == minor)
+    model, names = TABLES[device]
+    layout = Layout(names, model, where, problems)
+    for pos, gi in enumerate(instances):
+        at = (*where, pos)
+        key = layout.by_name.get(gi.profile)
+        made = layout.gpu_instance(key, gi.start, gi.id, at) if key is not None else None
+        if made is None:
+            if key is None:
+                problems.add((*at, "profile"), f"not a GPU instance profile of {model}")
+            continue
+        spans = {f"{c}c.{made.profile}": c for c in CI_SLICES if c < made.slices}
+        spans[made.profile] = made.slices
+        for cpos, ci in enumerate(gi.compute):
+            if ci.profile not in spans:
+                problems.add((*at, "compute", cpos, "profile"), "not a compute instance "
+                             f"profile of {made.profile}")
+        layout.with_compute(made, [(ci.id, spans.get(ci.profile, 0)) for ci in gi.compute], at)
+    if not problems.items and tuple(sorted(layout.made, key=lambda g: g.id)) != instances:
+        problems.add(where, "its profile IDs, sizes or slices are not those of its profiles")
+
+
 def _gpu(profile: State, served: State, index: int) -> tuple[MigGpu, int]:
     """The MIG GPU of nvidia-smi index ``index`` as served, and its PCI device id."""
     for fn in profile.gpus():
@@ -85,6 +115,29 @@ def _gi_key(layout: Layout, name: str, where: tuple[str | int, ...]) -> str | No
     return layout.shape(name, None, where)
 
 
+def _destroyed(made: list[GpuInstance], gpu: int, action: str, gis: list[int],
+               cis: list[int]) -> None:
+    """Refuse, in ``nvidia-smi mig``'s words, a destroy that names an instance the GPU does
+    not have (or that has nothing to destroy): the real tool fails it with Not Found."""
+    if action == "dgi":
+        missing = [f"Unable to destroy GPU instance ID {g:2d} from GPU {gpu:2d}: Not Found"
+                   for g in gis if all(gi.id != g for gi in made)]
+        if missing:
+            raise UsageError("\n".join([*missing, "Failed to destroy GPU instances: Not Found"]))
+        if not made:
+            raise UsageError("No GPU instances found: Not Found")
+        return
+    gi = next((gi for gi in made if len(gis) == 1 and gi.id == gis[0]), None)
+    if gi is None:
+        return  # no such GPU instance, or not one: said by the checks that follow
+    missing = [f"Unable to destroy compute instance ID {c:2d} from GPU {gpu:2d} GPU instance "
+               f"ID {gi.id:2d}: Not Found" for c in cis if all(ci.id != c for ci in gi.compute)]
+    if missing:
+        raise UsageError("\n".join([*missing, "Failed to destroy compute instances: Not Found"]))
+    if not gi.compute:
+        raise UsageError("No compute instances found: Not Found")
+
+
 def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstance, ...]:
     """The GPU's new layout after ``request`` (cgi, dgi, cci or dci); raises ProfileError
     naming what cannot be done."""
@@ -95,6 +148,9 @@ def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstan
     layout = Layout(TABLES[device][1], TABLES[device][0], (f"-{action}",), problems)
     layout.made = list(gpu.instances)
     gis = [int(g) for g in request.get("gi") or []]
+    if action in ("dgi", "dci"):
+        _destroyed(layout.made, int(request["gpu"]), action, gis,
+                   [int(c) for c in request.get("ci") or []])
     for g in gis:
         if all(gi.id != g for gi in layout.made):
             problems.add(("-gi",), f"GPU {request['gpu']} has no GPU instance {g}")

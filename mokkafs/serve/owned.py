@@ -10,7 +10,7 @@ another user or may be written by others) each mountpoint has a directory of its
 - ``record.json`` (0600, replaced atomically): the mountpoint, the daemon's pid, the mount
   id of its FUSE mount, the mount id of the share over the parent it made or adopted, the
   CDI spec it wrote (its directory's identity and the SHA-256 of its content), and the
-  ``--host-dev`` nodes it made (each path with its device number and inode);
+  ``--host-dev`` nodes it made (each path with its device number, inode and device root);
 - ``scratch/``: where the daemon mounts sysfs instances for an instant.
 
 ``Owned.undo`` (cleanup, or the next daemon before it mounts) acts on a dead daemon's record
@@ -64,7 +64,8 @@ class Record:
         spec = data.get("spec")
         made = tuple(host_dev.Made(str(m["path"]), int(m["major"]), int(m["minor"]),
                                    None if m.get("ino") is None else
-                                   (int(m["ino"][0]), int(m["ino"][1]), int(m["ino"][2])))
+                                   (int(m["ino"][0]), int(m["ino"][1]), int(m["ino"][2])),
+                                   str(m.get("root", "")))
                      for m in data.get("host_dev", ()))
         return cls(str(data["mountpoint"]), int(data.get("pid", 0)), data.get("mount_id"),
                    data.get("share"), None if spec is None else SpecRef(
@@ -209,6 +210,7 @@ class Owned:
                 finally:
                     held.close()
         if left.host_dev:
+            self.update(host_dev=left.host_dev)  # on this record until each is gone
             removed, kept = host_dev.remove(left.host_dev)
             done += [f"{line}, a --host-dev node left by a daemon that did not stop cleanly"
                      for line in removed]

@@ -38,7 +38,9 @@ def host_dev_nodes(stack: contextlib.AsyncExitStack, root: Path, state: State,
                       host_majors(new), record)
 
     stack.callback(undo)
-    host_dev.make(root, nvidia_dev.device_numbers(state), host_majors(state), record)
+    # (what a dead daemon made that could not be removed stays on the record, first)
+    host_dev.make(root, nvidia_dev.device_numbers(state), host_majors(state), record,
+                  owned.record.host_dev)
     return sync
 
 

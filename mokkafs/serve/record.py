@@ -28,15 +28,25 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from mokkafs.faults.book import FaultBook
 from mokkafs.model.mig import ComputeInstance, GpuInstance
 from mokkafs.profile.bdf import BDF_TEXT
+from mokkafs.profile.mig import MAX_CIS, MAX_GIS, MAX_GPUS, SLICES, UNITS
+from mokkafs.profile.problems import Problems
 from mokkafs.profile.schema import MAX_FAULTS, Fault
 from mokkafs.serve.durable import StateFileError
 from mokkafs.serve.layers import Layers
-from mokkafs.serve.mig import MigLayer
+from mokkafs.serve.mig import MigLayer, recheck
 from mokkafs.state import State
 from mokkafs.writes import dynids
 from mokkafs.writes.book import Write, WriteBook
@@ -67,28 +77,29 @@ class FaultsSection(_Closed):
 
 Small = Annotated[int, Field(ge=0, le=1 << 16)]
 Name = Annotated[str, Field(max_length=64)]
+Slices = Annotated[int, Field(ge=1, le=SLICES)]
 
 
 class KeptCompute(_Closed):
-    id: Small
+    id: int = Field(ge=0, lt=MAX_CIS)
     profile: Name
-    slices: Small
+    slices: Slices
 
 
-class KeptInstance(_Closed):
-    id: Small
+class KeptInstance(_Closed):  # bounded as the hardware is (mokkafs.profile.mig)
+    id: int = Field(ge=0, lt=MAX_GIS)
     profile: Name
     profile_id: Small
-    start: Small
-    size: Small
-    slices: Small
-    compute: list[KeptCompute] = Field(default=[], max_length=8)
+    start: int = Field(ge=0, lt=UNITS)
+    size: int = Field(ge=1, le=UNITS)
+    slices: Slices
+    compute: list[KeptCompute] = Field(default=[], max_length=MAX_CIS)
 
 
 class KeptLayout(_Closed):
-    minor: Small
-    base: list[KeptInstance] = Field(max_length=8)
-    layout: list[KeptInstance] = Field(max_length=8)
+    minor: int = Field(ge=0, lt=MAX_GPUS)
+    base: list[KeptInstance] = Field(max_length=SLICES)
+    layout: list[KeptInstance] = Field(max_length=SLICES)
 
 
 class KeptWrite(_Closed):
@@ -119,6 +130,20 @@ class KeptDynId(_Closed):
     at: Finite
 
 
+def _per_driver(kept: list[KeptDynId]) -> list[KeptDynId]:
+    """A driver keeps ``MAX_DYNIDS`` at most, as ``new_id`` lets it have (never quoting the
+    driver's name: the file is no profile to quote)."""
+    seen: dict[str, int] = {}
+    for pos, k in enumerate(kept):
+        seen[k.driver] = seen.get(k.driver, 0) + 1
+        if seen[k.driver] > dynids.MAX_DYNIDS:
+            raise ValueError(f"entry {pos} is one driver's dynamic ID number "
+                             f"{dynids.MAX_DYNIDS + 1}, and a driver keeps "
+                             f"{dynids.MAX_DYNIDS} at most (docs/writes.md); no mokkafs "
+                             "writes that: remove the file, or the entries past the bound")
+    return kept
+
+
 class StateDocument(_Closed):
     format: Literal["mokkafs-state"]
     version: int
@@ -126,9 +151,10 @@ class StateDocument(_Closed):
     clock: Finite
     wall: Finite
     faults: FaultsSection = FaultsSection()
-    mig: list[KeptLayout] = Field(default=[], max_length=1024)
+    mig: list[KeptLayout] = Field(default=[], max_length=MAX_GPUS)
     writes: list[KeptWrite] = Field(default=[], max_length=1 << 16)
-    dynids: list[KeptDynId] = Field(default=[], max_length=1 << 16)
+    dynids: Annotated[list[KeptDynId], AfterValidator(_per_driver)] = Field(
+        default=[], max_length=1 << 16)
 
 
 @dataclass
@@ -225,17 +251,26 @@ def restore(text: str, boot_id: str, clock: float, wall: float) -> Restored:
                                for k in doc.mig})
         layers.writes = WriteBook({(w.bdf, w.attribute): Write(w.bdf, w.attribute, w.value,
                                                                 w.at) for w in doc.writes})
+        ids: dict[str, list[dynids.DynId]] = {}
         for kept_id in doc.dynids:
-            dynid, _ = dynids.parse(kept_id.id, 7, kept_id.at)
-            ids = layers.writes.dynids
-            ids[kept_id.driver] = (*ids.get(kept_id.driver, ()), dynid)
+            ids.setdefault(kept_id.driver, []).append(dynids.parse(kept_id.id, 7, kept_id.at)[0])
+        layers.writes.dynids = {driver: tuple(kept) for driver, kept in ids.items()}
     return Restored(layers, origins, rebooted, ended)
 
 
 def restored_state(profile: State, restored: Restored, now: float) -> State:
     """``profile`` (its own faults applied at ``now``) with what ``restored`` keeps: its MIG
     layouts and writes, and its faults, each from its kept origin."""
+    kept = restored.layers.mig.layouts
+    at = {minor: pos for pos, minor in enumerate(kept)}  # (in the file's order)
     restored.layers.mig.prune(profile)
+    problems = Problems("the state file", {})
+    for minor, (_, layout) in kept.items():
+        recheck(profile, minor, layout, ("mig", at[minor], "layout"), problems)
+    if problems.items:
+        raise StateFileError("a MIG layout `mokkafs mig` could not have made: " + "; ".join(
+            f"{p.path}: {p.message}" for p in problems.items[:3]) + "; remove the file (the "
+            "profile's layouts serve) and make the layout again with mokkafs mig")
     merged = restored.layers.over(profile)
     return replace(merged, faults=tuple(
         replace(f, origin=restored.origins.get(f.name, now)) if f.source == "control"

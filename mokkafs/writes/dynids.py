@@ -20,6 +20,9 @@ The kernel's rules (drivers/pci/pci-driver.c ``new_id_store``, ``remove_id_store
 - ``remove_id``: vendor and device, optional subvendor, subdevice, class and class mask; the
   first dynamic ID with that vendor and device (and subvendor and subdevice unless ANY, and
   class under the written mask) is removed; ENODEV if none. Functions already bound stay so.
+- The kernel bounds a driver's list by memory alone; mokkafs keeps ``MAX_DYNIDS`` a driver
+  (a ``new_id`` past them is ENOSPC), so that every list it keeps, and the state file that
+  keeps them, stays small to serve and to read back.
 - A driver matches a function (``pci_match_device``): an override naming another driver
   rules it out; then the dynamic IDs; then the static table (the profile's binding; mlx5_core
   for any Mellanox function); an override naming the driver matches on its own.
@@ -46,6 +49,7 @@ ANY = 0xFFFFFFFF  # PCI_ANY_ID
 U32 = 0xFFFFFFFF
 MELLANOX = 0x15B3
 DRIVER_DATA = {"mlx5_core": (0, 1)}  # driver_data values the static tables hold (else 0)
+MAX_DYNIDS = 256  # a driver's dynamic IDs, at most (the kernel's bound is its memory)
 HEX = re.compile(r"\s*([+-]?(?:0[xX])?[0-9a-fA-F]+)")
 
 
@@ -148,6 +152,9 @@ def new_id(driver: str, text: str, served: State, ids: DynIds, at: float,
     """The ID a ``new_id`` store adds to ``driver``'s, and the unbound functions it then
     attaches (raises ``WriteRefused``)."""
     dynid, fields = parse(text, 7, at)
+    if len(ids.get(driver, ())) >= MAX_DYNIDS:
+        raise WriteRefused(errno.ENOSPC, f"{driver} has {MAX_DYNIDS} dynamic IDs, as many as "
+                           "mokkafs keeps a driver; remove_id one first")
     if fields != 7:  # the device a pci_dev with these IDs (cut to their widths) would be
         fake = (dynid.vendor & 0xFFFF, dynid.device & 0xFFFF, dynid.subvendor & 0xFFFF,
                 dynid.subdevice & 0xFFFF, dynid.cls & 0xFFFFFF)

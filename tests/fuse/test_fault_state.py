@@ -4,6 +4,7 @@ cleared faults cleared; a state file it cannot believe is set aside, and the pro
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -107,7 +108,7 @@ def test_a_corrupt_state_file_is_set_aside_and_the_profile_serves(tmp_path: Path
         assert f"state file {kept} refused: not JSON" in str(state["refused"])
         assert mount.metrics()["mokkafs_state_file_refused"] == 1
         assert fault(control, "list") == []
-    assert (control.parent / (kept.name + ".refused")).exists() and not kept.exists()
+    assert list(control.parent.glob(kept.name + ".refused.*")) and not kept.exists()
     assert "refused: not JSON" in mount.log_text() and "serving the profile alone" \
         in mount.log_text()
 
@@ -155,3 +156,33 @@ def test_mig_layouts_and_sysfs_writes_survive_a_kill(tmp_path: Path) -> None:
             assert (pf / "virtfn3").is_symlink()
         first.process.returncode = 0  # killed on purpose
     assert "restored 1 MIG layouts and 1 sysfs writes from" in second.log_text()
+
+
+def test_a_restored_layout_the_checks_refuse_is_set_aside(tmp_path: Path) -> None:
+    """No crash loop: a kept MIG layout that repeats a GPU instance ID, or names no profile
+    of the GPU, is set aside at each start (each refused file kept), and the profile's
+    layout serves."""
+    control, mnt = tmp_path / "ctl" / "sock", tmp_path / "mnt"
+    args = ["--profile", "h100-mig", "--control", str(control)]
+    kept = control.parent / file_name(mnt)
+    access = mnt / "proc/driver/nvidia/capabilities/gpu3/mig"
+    with mokkafs_mount(mnt, args):
+        for change in (["-dgi"], ["-cgi", "9,9", "-C"]):
+            subprocess.run([sys.executable, "-m", "mokkafs", "mig", "--control", str(control),
+                            "-i", "3", *change], check=True, capture_output=True, cwd=REPO,
+                           timeout=60)
+    good = json.loads(kept.read_text())
+    edits = {"mig[0].layout[1]: GPU instance ID 1 is already taken": ("id", 1),
+             "mig[0].layout[1].profile: not a GPU instance profile of H100": ("profile",
+                                                                              "../../x")}
+    for n, (why, (field, value)) in enumerate(edits.items(), 1):
+        data = json.loads(json.dumps(good))
+        data["mig"][0]["layout"][1][field] = value
+        kept.write_text(json.dumps(data))
+        os.chmod(kept, 0o600)
+        with mokkafs_mount(mnt, args, expect=("state file .* refused",)) as mount:
+            assert sorted(p.name for p in access.iterdir()) == ["gi0"]  # the profile's
+        assert f"state file {kept} refused: a MIG layout `mokkafs mig` could not have made: " \
+            f"{why}" in mount.log_text(), mount.log_text()
+        assert len(list(kept.parent.glob(kept.name + ".refused.*"))) == n
+        assert not kept.exists()

@@ -94,3 +94,50 @@ def test_the_nodes_follow_the_view_across_swaps(tmp_path: Path) -> None:
         wait_for(lambda: (dev / "nvidia1").exists(), 20, "nvidia1 made again")
         assert numbers(dev)["/dev/nvidia1"] == (195, 1, 0o666)
     assert os.listdir(dev) == []
+
+
+UNREACHED = r"is no directory this daemon reaches"
+
+
+def test_no_node_is_made_through_a_link(tmp_path: Path) -> None:
+    """``nvidia-caps`` is a link to elsewhere: its nodes are not made (there, or anywhere),
+    the others are."""
+    dev, elsewhere = tmp_path / "dev", tmp_path / "elsewhere"
+    dev.mkdir()
+    elsewhere.mkdir()
+    (dev / "nvidia-caps").symlink_to(elsewhere)
+    args = ["--profile", "t4", "--host-dev", "--host-dev-root", str(dev),
+            "--runtime-dir", str(tmp_path / "rt")]
+    with mokkafs_mount(tmp_path / "mnt", args, expect=[UNREACHED]) as mount:
+        assert "/dev/nvidia3" in numbers(dev) and os.listdir(elsewhere) == []
+        assert f"not making {dev}/nvidia-caps/nvidia-cap1: {dev}/nvidia-caps {UNREACHED}" \
+            in mount.log_text()
+    assert os.listdir(dev) == ["nvidia-caps"] and os.listdir(elsewhere) == []
+
+
+def test_a_directory_turned_into_a_file_stops_neither_stop_nor_start(tmp_path: Path) -> None:
+    """While serving, ``nvidia-caps`` is moved away and a file takes its name: the stop
+    removes every other node and exits 0, its nodes stay on the record (never followed),
+    the next daemon starts, and once the directory is back ``cleanup`` removes them."""
+    dev, runtime, mnt = tmp_path / "dev", tmp_path / "rt", tmp_path / "mnt"
+    dev.mkdir()
+    args = ["--profile", "t4", "--host-dev", "--host-dev-root", str(dev),
+            "--runtime-dir", str(runtime)]
+    with mokkafs_mount(mnt, args, expect=[UNREACHED]) as first:
+        assert (dev / "nvidia-caps/nvidia-cap1").exists()
+        (dev / "nvidia-caps").rename(tmp_path / "moved")
+        (dev / "nvidia-caps").write_text("not a directory\n")
+    assert sorted(os.listdir(dev)) == ["nvidia-caps"]
+    assert f"left {dev}/nvidia-caps/nvidia-cap1 on the record: {dev}/nvidia-caps {UNREACHED}" \
+        in first.log_text()
+    with mokkafs_mount(mnt, args, expect=[UNREACHED]):
+        assert "/dev/nvidia3" in numbers(dev)
+    assert sorted(os.listdir(dev)) == ["nvidia-caps"]
+    (dev / "nvidia-caps").unlink()
+    (tmp_path / "moved").rename(dev / "nvidia-caps")
+    result = subprocess.run([sys.executable, "-m", "mokkafs", "cleanup", "--runtime-dir",
+                             str(runtime), str(mnt)], capture_output=True, text=True,
+                            cwd=REPO, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"removed {dev}/nvidia-caps/nvidia-cap2" in result.stderr
+    assert os.listdir(dev) == [] and os.listdir(runtime) == []

@@ -102,3 +102,28 @@ def test_a_reader_looping_through_run_time_changes_sees_whole_layouts(tmp_path: 
                and "/ci" not in path}
         # one layout's instances (a pass across a change may see part of one), never a mix
         assert gis <= {"gi0"} or gis <= {"gi3", "gi4", "gi5", "gi13"}, p
+
+
+def test_destroying_an_instance_the_gpu_lacks_fails_as_nvidia_smi_fails_it(
+        tmp_path: Path) -> None:
+    """The real tool answers Not Found, exits non-zero and changes nothing."""
+    control = tmp_path / "ctl" / "sock"
+    control.parent.mkdir(mode=0o700)
+    with live_mount(tmp_path, "h100-mig", extra=["--control", str(control)]) as live:
+        generation = live.generation()
+        refused = mig(live, control, "-i", "3", "-dci", "-gi", "0", "-ci", "0,99", ok=False)
+        assert "Unable to destroy compute instance ID 99 from GPU  3 GPU instance ID  0: Not " \
+            "Found\nFailed to destroy compute instances: Not Found\n" in refused.stderr, \
+            refused.stderr
+        refused = mig(live, control, "-i", "3", "-dgi", "-gi", "5", ok=False)
+        assert "Unable to destroy GPU instance ID  5 from GPU  3: Not Found\nFailed to destroy " \
+            "GPU instances: Not Found\n" in refused.stderr, refused.stderr
+        assert instances(live) == ["gi0/access", "gi0/ci0/access"]
+        assert live.generation() == generation
+        mig(live, control, "-i", "3", "-dci", "-gi", "0")
+        refused = mig(live, control, "-i", "3", "-dci", "-gi", "0", ok=False)
+        assert "No compute instances found: Not Found" in refused.stderr, refused.stderr
+        mig(live, control, "-i", "3", "-dgi")
+        refused = mig(live, control, "-i", "3", "-dgi", ok=False)
+        assert "No GPU instances found: Not Found" in refused.stderr, refused.stderr
+        assert instances(live) == []

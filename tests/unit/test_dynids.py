@@ -6,14 +6,19 @@ profile swap."""
 from __future__ import annotations
 
 import errno
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
+from mokkafs.serve.durable import StateFile, write_atomically
 from mokkafs.serve.layers import Layers
 from mokkafs.serve.record import record, restore
 from mokkafs.state import State
-from mokkafs.writes.dynids import ANY, DynId, parse
+from mokkafs.writes.attributes import WriteRefused
+from mokkafs.writes.book import WriteBook
+from mokkafs.writes.dynids import ANY, MAX_DYNIDS, DynId, parse
 from mokkafs.writes.stores import writable
 from tests.helpers.live import profile_text
 from tests.helpers.profiles import H100_GPU0, H100_NIC0, state_of
@@ -144,3 +149,35 @@ def test_a_swap_keeps_the_ids_of_loaded_drivers(vfio: State, expected_logs: list
     book.merge(state_of("h100"))  # vfio-pci not loaded there
     assert set(book.dynids) == {"nvidia"} and book.dropped == 1
     assert book.clear() == 1 and book.dynids == {}
+
+
+def test_a_driver_keeps_a_bounded_number_of_ids(vfio: State) -> None:
+    book = WriteBook(dynids={"vfio-pci": tuple(DynId(0x1000, d) for d in range(MAX_DYNIDS))})
+    served = book.merge(vfio)
+    with pytest.raises(WriteRefused) as info:
+        book.write("vfio-pci", "new_id", "10de 9999", served, 0.0)
+    assert info.value.errno == errno.ENOSPC and "remove_id one first" in info.value.reason
+    book.write("vfio-pci", "remove_id", "1000 0", served, 0.0)
+    book.write("vfio-pci", "new_id", "10de 9999", book.merge(vfio), 0.0)
+    assert len(book.dynids["vfio-pci"]) == MAX_DYNIDS
+
+
+def test_a_state_file_with_more_ids_than_a_driver_keeps_is_refused(
+        vfio: State, tmp_path: Path, expected_logs: list[str]) -> None:
+    expected_logs.append("state file .* refused")
+    book = WriteBook(dynids={"vfio-pci": tuple(DynId(0x1000, d) for d in range(MAX_DYNIDS)),
+                             "nvidia": (DynId(0x10DE, 1),)})
+    text = record(Layers(writes=book), book.merge(vfio), "boot-1", 10.0, 1e9)
+    assert len(restore(text, "boot-1", 20.0, 1e9).layers.writes.dynids["vfio-pci"]) \
+        == MAX_DYNIDS
+    data = json.loads(text)
+    data["dynids"] += [{"driver": "vfio-pci", "id": f"1000 {d:x} ffffffff ffffffff 0 0 0",
+                        "at": 0.0} for d in range(MAX_DYNIDS, 50_000)]
+    kept = StateFile(tmp_path / "s.json", "boot-1")
+    write_atomically(kept.path, json.dumps(data))
+    restored, why = kept.load(20.0)
+    assert restored is None and why is not None
+    assert f"state file {kept.path} refused" in why
+    assert f"dynids: Value error, entry {MAX_DYNIDS + 1} is one driver's dynamic ID number " \
+        f"{MAX_DYNIDS + 1}, and a driver keeps {MAX_DYNIDS} at most" in why
+    assert "remove the file, or the entries past the bound" in why

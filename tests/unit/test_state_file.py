@@ -14,12 +14,21 @@ import pytest
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied
 from mokkafs.model.mig import ComputeInstance, GpuInstance
+from mokkafs.obs.status import Status
 from mokkafs.profile.schema import Fault
-from mokkafs.serve.durable import MAX_BYTES, StateFile, StateFileError, file_name
+from mokkafs.serve.durable import (
+    MAX_BYTES,
+    MAX_REFUSED,
+    StateFile,
+    StateFileError,
+    file_name,
+    restore_at_start,
+)
 from mokkafs.serve.layers import Layers
 from mokkafs.serve.mig import MigLayer
 from mokkafs.serve.record import record, restore, restored_state
 from mokkafs.state import State
+from mokkafs.tree.build import TreeError
 from mokkafs.writes.book import Write, WriteBook
 from tests.helpers.faults import with_faults
 from tests.helpers.profiles import state_of
@@ -131,8 +140,8 @@ def test_a_hostile_state_file_is_refused_and_set_aside(tmp_path: Path, kind: str
     restored, why = keeper.load(300.0)
     assert restored is None and why is not None
     assert REFUSALS[kind] in why and "serving the profile alone" in why
-    assert "renamed to s.json.refused" in why
-    assert os.path.lexists(tmp_path / "s.json.refused") and not os.path.lexists(keeper.path)
+    [aside] = [n for n in os.listdir(tmp_path) if n.startswith("s.json.refused.")]
+    assert f"renamed to {aside}" in why and not os.path.lexists(keeper.path)
     assert "mlx5_0" not in why  # names what is wrong, never quotes the file
 
 
@@ -181,3 +190,89 @@ def test_a_kept_write_the_view_would_not_take_is_refused(tmp_path: Path,
     data["writes"][0].update(bad)
     with pytest.raises(StateFileError, match=r"writes\.0"):
         restore(json.dumps(data), "boot-1", 20.0, 1e9)
+
+
+def _kept_layout(edit: Callable[[list[dict[str, object]]], None]) -> tuple[str, State]:
+    """A state file whose run-time layout (two 3g GIs, IDs 1 and 2) ``edit`` changed."""
+    profile = state_of("h100-mig")
+    gpu = profile.mig[0]
+    layout = (GpuInstance(1, "3g.40gb", 9, 0, 4, 3, (ComputeInstance(0, "3g.40gb", 3),)),
+              GpuInstance(2, "3g.40gb", 9, 4, 4, 3, (ComputeInstance(0, "1c.3g.40gb", 1),
+                                                     ComputeInstance(1, "2c.3g.40gb", 2))))
+    layers = Layers(FaultBook(), MigLayer({gpu.minor: (gpu.instances, layout)}))
+    data = json.loads(record(layers, profile, "boot-1", 10.0, 1e9))
+    edit(data["mig"][0]["layout"])
+    return json.dumps(data), profile
+
+
+def _restored(text: str, profile: State) -> State:
+    return restored_state(profile, restore(text, "boot-1", 20.0, 1e9), 20.0)
+
+
+def test_a_restored_layout_is_checked_as_mokkafs_mig_checks_one() -> None:
+    text, profile = _kept_layout(lambda gis: None)
+    assert _restored(text, profile).mig[0].instances[1].compute[1].profile == "2c.3g.40gb"
+    bad: dict[str, Callable[[list[dict[str, object]]], None]] = {
+        "mig[0].layout[1]: GPU instance ID 1 is already taken": lambda gis: gis[1].update(id=1),
+        "mig[0].layout[0].profile: not a GPU instance profile of H100": lambda gis: gis[0].update(
+            profile="../../x"),
+        "mig[0].layout[1].placement_start: 3g.40gb cannot start at 2": lambda gis: gis[1].update(
+            start=2),
+        "mig[0].layout[1].compute[0].profile: not a compute instance profile of 3g.40gb":
+            lambda gis: gis[1]["compute"][0].update(profile="../y"),  # type: ignore[index]
+        "mig[0].layout: its profile IDs, sizes or slices are not those of its profiles":
+            lambda gis: gis[0].update(profile_id=19),
+    }
+    for why, edit in bad.items():
+        text, profile = _kept_layout(edit)
+        with pytest.raises(StateFileError) as caught:
+            _restored(text, profile)
+        assert why in str(caught.value), str(caught.value)
+        assert "make the layout again with mokkafs mig" in str(caught.value)
+        assert "../" not in str(caught.value)  # names what is wrong, never quotes the file
+
+
+@pytest.mark.parametrize(("field", "value"), [("id", 65536), ("id", 15), ("start", 8),
+                                                ("slices", 0)])
+def test_a_restored_layout_past_the_hardwares_bounds_is_refused(field: str,
+                                                                value: int) -> None:
+    text, _ = _kept_layout(lambda gis: gis[0].update({field: value}))
+    with pytest.raises(StateFileError, match=rf"mig\.0\.layout\.0\.{field}"):
+        restore(text, "boot-1", 20.0, 1e9)
+
+
+def test_each_refused_file_is_kept_apart_and_only_the_newest(tmp_path: Path,
+                                                             expected_logs: list[str]) -> None:
+    expected_logs.append("state file .* refused")
+    keeper = StateFile(tmp_path / "s.json", "boot-1")
+    for n in range(MAX_REFUSED + 2):
+        keeper.path.write_text(f"not JSON {n}")
+        os.chmod(keeper.path, 0o600)
+        assert keeper.load(0.0)[0] is None
+    asides = sorted(p for p in os.listdir(tmp_path) if p.startswith("s.json.refused."))
+    assert len(asides) == MAX_REFUSED
+    assert [(tmp_path / p).read_text() for p in asides] == \
+        [f"not JSON {n}" for n in range(2, MAX_REFUSED + 2)]
+
+
+def test_layers_that_fail_to_build_at_start_are_set_aside(tmp_path: Path,
+                                                         expected_logs: list[str]) -> None:
+    """Whatever the checks let by: the start goes on, with the profile alone."""
+    expected_logs.append("state file .* refused: its layers do not apply to the profile "
+                         r"\(TreeError: two at x\)")
+    text, profile = _kept_layout(lambda gis: None)
+    keeper = StateFile(tmp_path / "s.json", "boot-1")
+    keeper.path.write_text(text)
+    os.chmod(keeper.path, 0o600)
+
+    def build(state: State) -> str:
+        if state.mig[0].instances != profile.mig[0].instances:
+            raise TreeError("two at x")
+        return "built"
+
+    status = Status()
+    state, layers, built = restore_at_start(keeper, profile, 20.0, status, build)
+    assert (state, layers, built) == (profile, None, "built")
+    assert status.state_refused is not None and "TreeError: two at x" in status.state_refused
+    assert not keeper.path.exists()
+    assert [n for n in os.listdir(tmp_path) if n.startswith("s.json.refused.")]
