@@ -9,6 +9,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from mokkafs.model.pci import LINK_GENERATIONS
 from mokkafs.profile.compile.cpus import parse_cpulist
@@ -72,3 +75,15 @@ def nvml_env(mountpoint: Path) -> dict[str, str]:
     env = dict(re.findall(r"^export (\w+)=(\S+)$", out, re.M))
     assert sorted(env) == ["LD_LIBRARY_PATH", "MOKKAFS_ROOT"], out
     return env
+
+
+def place_values(root: Path, bdf: str) -> dict[str, str]:
+    """A GPU's file in NVML's own place, run/mokkafs-nvml/gpus/<bdf>, as a dict."""
+    text = (root / "run/mokkafs-nvml/gpus" / bdf).read_text()
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def profile_defaults(profile: str) -> dict[str, Any]:
+    """A shipped profile's ``device_defaults``, as its YAML says."""
+    doc = yaml.safe_load((REPO / "mokkafs/profiles" / f"{profile}.yaml").read_text())
+    return dict(doc["device_defaults"])
