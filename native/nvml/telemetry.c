@@ -6,11 +6,17 @@
 
 #include "view.h"
 
-/* The framebuffer: total, the driver's reserve, what processes allocated */
-static nvmlReturn_t memory_of(nvmlDevice_t device, unsigned long long *total,
+/* The framebuffer: total, the driver's reserve, what processes allocated; the handle and
+ * the caller's struct (out) checked first */
+static nvmlReturn_t memory_of(nvmlDevice_t device, const void *out, unsigned long long *total,
                               unsigned long long *reserved, unsigned long long *used)
 {
-    nvmlReturn_t ret = gpu_number(device, "memory_total", total);
+    nvmlReturn_t ret = handle_check(device);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (!out)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ret = gpu_number(device, "memory_total", total);
     if (ret == NVML_SUCCESS)
         ret = gpu_number(device, "memory_reserved", reserved);
     if (ret == NVML_SUCCESS)
@@ -23,12 +29,7 @@ static nvmlReturn_t memory_of(nvmlDevice_t device, unsigned long long *total,
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     unsigned long long total = 0, reserved = 0, used = 0;
-    nvmlReturn_t ret = handle_check(device);
-    if (ret != NVML_SUCCESS)
-        return ret;
-    if (!memory)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    ret = memory_of(device, &total, &reserved, &used);
+    nvmlReturn_t ret = memory_of(device, memory, &total, &reserved, &used);
     if (ret != NVML_SUCCESS)
         return ret;
     memory->total = total;
@@ -40,16 +41,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t 
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     unsigned long long total = 0, reserved = 0, used = 0;
-    nvmlReturn_t ret = handle_check(device);
+    nvmlReturn_t ret = memory_of(device, memory, &total, &reserved, &used);
     if (ret != NVML_SUCCESS)
         return ret;
-    if (!memory)
-        return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    ret = memory_of(device, &total, &reserved, &used);
-    if (ret != NVML_SUCCESS)
-        return ret;
     memory->total = total;
     memory->reserved = reserved;
     memory->used = used;

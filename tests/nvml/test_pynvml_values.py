@@ -6,21 +6,18 @@ power draw times the time; a GPU removed by a fault answers GPU_IS_LOST through 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.faults import fault_node
-from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
-from tests.helpers.nvml import nvml_env, place_values, profile_defaults, view_gpus
+from tests.helpers.mounts import mokkafs_mount, wait_for
+from tests.helpers.nvml import PynvmlProcess, nvml_env, place_values, profile_defaults, view_gpus
 
 # One JSON line: every GPU's values (an NVML error's code in place of a value)
 SNAPSHOT = """
-import json, pynvml as n
+import json, sys, pynvml as n
 n.nvmlInit()
 def call(f, *a):
     try:
@@ -57,32 +54,14 @@ def gpu(h):
         "processes": call(n.nvmlDeviceGetComputeRunningProcesses, h),
     }
 handles = [n.nvmlDeviceGetHandleByIndex(i) for i in range(n.nvmlDeviceGetCount())]
-for _ in iter(input, "q"):
+for _ in iter(sys.stdin.readline, ""):
     print(json.dumps([gpu(h) for h in handles]), flush=True)
 """
 NOT_SUPPORTED, GPU_IS_LOST = {"error": 3}, {"error": 15}
 
 
-class Snapshots:
-    """A pynvml process (handles made once) that answers a snapshot at each ``read()``."""
-
-    def __init__(self, root: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", SNAPSHOT], env={**os.environ, **nvml_env(root)}, cwd=REPO,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def read(self) -> list[dict[str, object]]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line, self.close()
-        return list(json.loads(line))
-
-    def close(self) -> str:
-        out, err = self.process.communicate("q\n", timeout=60)
-        assert self.process.returncode == 0, out + err
-        return out + err
+def snapshots(root: Path) -> PynvmlProcess:
+    return PynvmlProcess(SNAPSHOT, nvml_env(root))
 
 
 def expected(v: dict[str, str], energy: object) -> dict[str, object]:
@@ -117,11 +96,12 @@ def expected(v: dict[str, str], energy: object) -> dict[str, object]:
 @pytest.mark.parametrize("profile", ["h100", "b200", "gb200", "h200"])
 def test_pynvml_values_are_the_places_and_the_profiles(tmp_path: Path, profile: str) -> None:
     with mokkafs_mount(tmp_path / "mnt", ["--profile", profile, "--node-name", "node-a"]) as m:
-        snapshots = Snapshots(m.path)
+        process = snapshots(m.path)
         try:
-            got = snapshots.read()
+            got = process.read()
         finally:
-            snapshots.close()
+            out = process.close()
+        assert process.process.returncode == 0, out
         gpus = view_gpus(m.path)
         files = [place_values(m.path, gpu.bdf) for gpu in gpus]
     assert len(got) == len(gpus) > 0
@@ -145,20 +125,21 @@ def test_energy_follows_the_clock_and_a_removed_gpu_is_lost(tmp_path: Path) -> N
     draw = profile_defaults("h100")["power"]["current_draw_mw"]
     with fault_node(tmp_path) as node:
         root = node.live.mount.path
-        snapshots = Snapshots(root)
+        process = snapshots(root)
         try:
             node.at(10.0)
-            first = snapshots.read()
+            first = process.read()
             node.at(30.0)
-            second = snapshots.read()
+            second = process.read()
             faults = tmp_path / "faults.yaml"
             faults.write_text("faults:\n  - {name: gone, kind: gpu-removed, target: gpu7}\n")
             assert node.fault("apply", str(faults)).returncode == 0
             wait_for(lambda: len(os.listdir(root / "proc/driver/nvidia/gpus")) == 7, 60,
                      "the removed GPU gone from the view")
-            after = snapshots.read()
+            after = process.read()
         finally:
-            snapshots.close()
-    assert int(second[0]["energy"]) - int(first[0]["energy"]) == draw * 20  # type: ignore[call-overload]
+            out = process.close()
+        assert process.process.returncode == 0, out
+    assert int(second[0]["energy"]) - int(first[0]["energy"]) == draw * 20
     assert after[7]["memory"] == after[7]["temperature"] == after[7]["processes"] == GPU_IS_LOST
     assert after[0]["memory"] == first[0]["memory"]
