@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from mokkafs.model.nvml import GpuNvml
 
 DeviceKind = Literal["gpu", "nvswitch", "hca", "bridge", "other"]  # other: a captured one
 PortType = Literal["root", "upstream", "downstream"]
@@ -90,6 +92,7 @@ class GpuInfo:
     vbios: str
     serial: str
     architecture: str
+    nvml: GpuNvml = field(default_factory=GpuNvml)  # what only NVML says (surfaces/nvml.py)
 
 
 @dataclass(frozen=True, slots=True)

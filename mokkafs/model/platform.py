@@ -42,8 +42,11 @@ class Platform:
 @dataclass(frozen=True, slots=True)
 class Driver:
     """The drivers loaded: the NVIDIA driver's version and which kernel module it is, and
-    the OFED release of the RDMA stack (None: the kernel's own modules)."""
+    the OFED release of the RDMA stack (None: the kernel's own modules). ``cuda_version``:
+    the CUDA version the profile says the driver supports, as NVML spells it (12.4: 12040);
+    None: the library derives it from the driver's branch."""
 
     version: str
     kernel_modules: str  # "open" or "proprietary"
     ofed_version: str | None
+    cuda_version: int | None = None

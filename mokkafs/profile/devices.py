@@ -7,7 +7,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from mokkafs.model.nvml import GpuNvml
 from mokkafs.profile.bdf import Bdf
+from mokkafs.profile.nvml import gpu_nvml, merged
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import DeviceOverride, Profile
 from mokkafs.state import Bar, GpuInfo, PcieLink
@@ -46,11 +48,12 @@ class Gpu:
     model: str
     vbios: str
     serial: str
+    nvml: GpuNvml
 
     def info(self, node_name: str) -> GpuInfo:
         made = f"GPU-{uuid.uuid5(GPU_UUIDS, f'{node_name}/{self.index}')}"
         return GpuInfo(self.index, self.minor, self.uuid or made, self.model, self.vbios,
-                       self.serial, self.architecture)
+                       self.serial, self.architecture, self.nvml)
 
     def bars(self) -> list[tuple[int, int, bool, bool]]:
         """(index, size, 64-bit, prefetchable) of BAR0 (registers), BAR1 (the framebuffer
@@ -119,6 +122,7 @@ def gpus(profile: Profile, problems: Problems) -> list[Gpu]:
             model=(ov.name if ov else None) or defaults.name or "NVIDIA GPU",
             vbios=(ov.vbios_version if ov else None) or defaults.vbios_version or DEFAULT_VBIOS,
             serial=(ov.serial if ov else None) or f"{1562821083900 + index}",
+            nvml=gpu_nvml(merged(defaults, ov)),
         ))
     return found
 

@@ -38,5 +38,7 @@ def platform(profile: Profile, node_name: str, node_index: int | None) -> Platfo
 
 
 def driver(profile: Profile) -> Driver:
+    cuda = profile.system.cuda_version
     return Driver(profile.system.driver_version or DEFAULT_DRIVER_VERSION,
-                  profile.system.kernel_modules, profile.infiniband.ofed_version)
+                  profile.system.kernel_modules, profile.infiniband.ofed_version,
+                  None if cuda is None else cuda[0] * 1000 + cuda[1] * 10)

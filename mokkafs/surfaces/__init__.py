@@ -21,6 +21,7 @@ from mokkafs.surfaces import (
     net,
     numa,
     nvidia_dev,
+    nvml,
     nvswitch_proc,
     pci,
     pci_bus,
@@ -55,4 +56,5 @@ SURFACES: tuple[Surface[Any], ...] = (
     kmsg.SURFACE,
     sriov.SURFACE,
     net.SURFACE,
+    nvml.SURFACE,
 )

@@ -84,7 +84,8 @@ static nvmlReturn_t driver_version(char *out, size_t size)
     return NVML_ERROR_UNKNOWN;
 }
 
-/* The CUDA version a driver branch supports (CUDA's release notes): major*1000 + minor*10 */
+/* The CUDA version a driver branch supports (CUDA's release notes): major*1000 + minor*10;
+ * where the profile states one, the system file of NVML's own place has it instead */
 static int cuda_of_branch(unsigned long branch)
 {
     static const struct { unsigned int branch; int cuda; } table[] = {
@@ -110,6 +111,11 @@ static nvmlReturn_t cuda_version(int *cuda)
         ret = driver_version(version, sizeof(version));
     if (ret != NVML_SUCCESS)
         return ret;
+    unsigned long long stated = 0; /* the profile's word, in NVML's own place */
+    if (system_number("cuda_driver_version", &stated) == NVML_SUCCESS && stated <= 99990) {
+        *cuda = (int)stated;
+        return NVML_SUCCESS;
+    }
     int found = cuda_of_branch(strtoul(version, NULL, 10));
     if (!found)
         return NVML_ERROR_NOT_SUPPORTED;

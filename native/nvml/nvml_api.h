@@ -50,6 +50,8 @@ typedef enum {
 #define NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE 32
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
 #define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
+#define NVML_DEVICE_SERIAL_BUFFER_SIZE 30
+#define NVML_DEVICE_PART_NUMBER_BUFFER_SIZE 80
 
 /* nvmlInitWithFlags */
 #define NVML_INIT_FLAG_NO_GPUS 1u
@@ -69,6 +71,9 @@ typedef struct {
     char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 } nvmlPciInfo_t;
 
+/* NVML's struct versions: the size in the low 24 bits, the version above them */
+#define NVML_STRUCT_VERSION(type, ver) ((unsigned int)(sizeof(type) | ((unsigned int)(ver) << 24)))
+
 /* nvmlDeviceGetPciInfoExt: a versioned struct */
 typedef struct {
     unsigned int version;
@@ -81,13 +86,66 @@ typedef struct {
     unsigned int subClass;
     char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
 } nvmlPciInfoExt_t;
-/* NVML's struct versions: the size in the low 24 bits, the version above them */
-#define NVML_PCI_INFO_EXT_V1 ((unsigned int)(sizeof(nvmlPciInfoExt_t) | (1u << 24)))
+#define NVML_PCI_INFO_EXT_V1 NVML_STRUCT_VERSION(nvmlPciInfoExt_t, 1)
 
 /* nvmlDeviceGetCpuAffinityWithinScope, nvmlDeviceGetMemoryAffinity */
 typedef unsigned int nvmlAffinityScope_t;
 #define NVML_AFFINITY_SCOPE_NODE 0u
 #define NVML_AFFINITY_SCOPE_SOCKET 1u
+
+/* Enumerations: each an int-sized enum in the API; the values the library answers */
+typedef unsigned int nvmlDeviceArchitecture_t; /* NVML_DEVICE_ARCH_*: 9 Hopper, 10 Blackwell */
+typedef unsigned int nvmlBrandType_t;          /* 14: NVML_BRAND_NVIDIA */
+typedef unsigned int nvmlComputeMode_t;        /* 0: NVML_COMPUTEMODE_DEFAULT */
+typedef unsigned int nvmlPstates_t;            /* 0 to 15: P0 to P15; 32: unknown */
+typedef unsigned int nvmlEnableState_t;
+#define NVML_FEATURE_DISABLED 0u
+#define NVML_FEATURE_ENABLED 1u
+typedef unsigned int nvmlClockType_t;
+#define NVML_CLOCK_GRAPHICS 0u
+#define NVML_CLOCK_SM 1u
+#define NVML_CLOCK_MEM 2u
+#define NVML_CLOCK_VIDEO 3u
+typedef unsigned int nvmlTemperatureSensors_t;
+#define NVML_TEMPERATURE_GPU 0u
+
+/* nvmlDeviceGetMemoryInfo: used is the driver's reserve plus what processes allocated */
+typedef struct {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+/* nvmlDeviceGetMemoryInfo_v2: the reserve apart, used is what processes allocated */
+typedef struct {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+#define nvmlMemory_v2 NVML_STRUCT_VERSION(nvmlMemory_v2_t, 2)
+
+typedef struct {
+    unsigned int gpu;    /* percent of the last second a kernel ran */
+    unsigned int memory; /* percent of the last second memory was read or written */
+} nvmlUtilization_t;
+
+/* nvmlDeviceGetTemperatureV */
+typedef struct {
+    unsigned int version;
+    nvmlTemperatureSensors_t sensorType;
+    int temperature;
+} nvmlTemperature_t;
+#define nvmlTemperature_v1 NVML_STRUCT_VERSION(nvmlTemperature_t, 1)
+
+/* The running processes' entries (_v2 and _v3 share this layout; _v1 lacks the two IDs) */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
 
 NVML_API const char *nvmlErrorString(nvmlReturn_t result);
 NVML_API nvmlReturn_t nvmlInit(void);
@@ -138,5 +196,47 @@ NVML_API nvmlReturn_t nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_t device,
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int nodeSetSize,
                                                   unsigned long *nodeSet,
                                                   nvmlAffinityScope_t scope);
+
+
+NVML_API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device,
+                                                nvmlDeviceArchitecture_t *arch);
+NVML_API nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type);
+NVML_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
+                                                         int *minor);
+NVML_API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial,
+                                          unsigned int length);
+NVML_API nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *partNumber,
+                                                   unsigned int length);
+NVML_API nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode);
+NVML_API nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode);
+NVML_API nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, nvmlEnableState_t *current,
+                                           nvmlEnableState_t *pending);
+NVML_API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState);
+
+NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+NVML_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                             unsigned int *clock);
+NVML_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
+                                                unsigned int *clock);
+NVML_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power);
+NVML_API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int *limit);
+NVML_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit);
+NVML_API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device,
+                                                          unsigned long long *energy);
+NVML_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device,
+                                               nvmlTemperatureSensors_t sensorType,
+                                               unsigned int *temp);
+NVML_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device,
+                                                nvmlTemperature_t *temperature);
+NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                    nvmlUtilization_t *utilization);
+NVML_API nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed);
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                              unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos);
+NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
+                                                               unsigned int *infoCount,
+                                                               nvmlProcessInfo_t *infos);
 
 #endif

@@ -114,9 +114,14 @@ static const char *next_line(const char *line)
 
 int text_field(const char *text, const char *key, char *out, size_t size)
 {
+    return line_value(text, key, ':', out, size);
+}
+
+int line_value(const char *text, const char *key, char sep, char *out, size_t size)
+{
     size_t klen = strlen(key);
     for (const char *line = text; line != NULL; line = next_line(line)) {
-        if (strncmp(line, key, klen) != 0 || line[klen] != ':')
+        if (strncmp(line, key, klen) != 0 || line[klen] != sep)
             continue;
         const char *v = line + klen + 1;
         while (*v == ' ' || *v == '\t')

@@ -20,6 +20,9 @@ struct nvmlDevice_st {
 #define DRIVER_VERSION "proc/driver/nvidia/version"
 #define DRIVER_GPUS "proc/driver/nvidia/gpus"
 #define PCI_DEVICES "sys/bus/pci/devices"
+/* The daemon's own place for what no kernel file holds (mokkafs/surfaces/nvml.py) */
+#define NVML_GPUS "run/mokkafs-nvml/gpus"
+#define NVML_SYSTEM "run/mokkafs-nvml/system"
 
 /* view.c: the root, taken at the first nvmlInit; NVML_SUCCESS or DRIVER_NOT_LOADED */
 nvmlReturn_t view_open(void);
@@ -33,6 +36,8 @@ int view_path(char *out, size_t size, const char *rel);
 
 /* The value of "key: value" in text (the driver's information file): 0, or -1 */
 int text_field(const char *text, const char *key, char *out, size_t size);
+/* The value of "key<sep>value" in text, white space trimmed: 0, or -1 */
+int line_value(const char *text, const char *key, char sep, char *out, size_t size);
 /* s without its leading and trailing white space, in place */
 char *trim(char *s);
 /* src and its NUL into dst of length bytes: NVML_SUCCESS or INSUFFICIENT_SIZE */
@@ -54,5 +59,16 @@ nvmlReturn_t gpu_info(nvmlDevice_t device, const char *key, char *out, size_t si
 nvmlReturn_t gpu_attr(nvmlDevice_t device, const char *attr, char *out, size_t size);
 /* An attribute as a number (strtoul, base 0): NVML_SUCCESS, GPU_IS_LOST or UNKNOWN */
 nvmlReturn_t gpu_attr_number(nvmlDevice_t device, const char *attr, unsigned long *value);
+
+
+/* values.c: a key of the GPU's file in NVML's own place (NVML_GPUS/<bdf>). NVML_SUCCESS;
+ * NOT_SUPPORTED when the file or the key is not there (the profile cannot say); GPU_IS_LOST
+ * when the GPU left the view; UNKNOWN when the value is malformed or too long. */
+nvmlReturn_t gpu_value(nvmlDevice_t device, const char *key, char *out, size_t size);
+nvmlReturn_t gpu_number(nvmlDevice_t device, const char *key, unsigned long long *value);
+/* A caller's handle checked, its output not NULL, and the key as an unsigned int there */
+nvmlReturn_t gpu_uint_out(nvmlDevice_t device, const char *key, unsigned int *out);
+/* A key of NVML_SYSTEM as a number: NVML_SUCCESS, NOT_SUPPORTED or UNKNOWN */
+nvmlReturn_t system_number(const char *key, unsigned long long *value);
 
 #endif

@@ -12,7 +12,7 @@
 #include "../nvml/nvml_api.h"
 
 /* A function the library does not implement (a stub): any signature is safe */
-nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, void *memory);
+nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, void *memory);
 
 #define THREADS 8
 #define ROUNDS 200
@@ -33,6 +33,72 @@ static void expect(const char *what, nvmlReturn_t got, nvmlReturn_t want)
 static void same(const char *what, int equal)
 {
     expect(what, equal ? NVML_SUCCESS : NVML_ERROR_UNKNOWN, NVML_SUCCESS);
+}
+
+/* What NVML's own place (run/mokkafs-nvml) answers: one "values" line, then bad input */
+static void print_values(unsigned int i, nvmlDevice_t h)
+{
+    unsigned int arch = 0, brand = 0, clocks[6] = {0}, power[3] = {0}, temp = 0, pstate = 0;
+    unsigned int persistence = 0, compute = 0, ecc[2] = {0}, fan = 0, count = 4;
+    int major = 0, minor = 0;
+    unsigned long long energy = 0;
+    char serial[NVML_DEVICE_SERIAL_BUFFER_SIZE], part[NVML_DEVICE_PART_NUMBER_BUFFER_SIZE];
+    nvmlMemory_t v1;
+    nvmlMemory_v2_t v2 = {.version = nvmlMemory_v2};
+    nvmlUtilization_t util;
+    nvmlTemperature_t tv = {.version = nvmlTemperature_v1, .sensorType = NVML_TEMPERATURE_GPU};
+    nvmlProcessInfo_t procs[4];
+    expect("architecture", nvmlDeviceGetArchitecture(h, &arch), NVML_SUCCESS);
+    expect("brand", nvmlDeviceGetBrand(h, &brand), NVML_SUCCESS);
+    expect("compute capability", nvmlDeviceGetCudaComputeCapability(h, &major, &minor),
+           NVML_SUCCESS);
+    expect("serial", nvmlDeviceGetSerial(h, serial, sizeof(serial)), NVML_SUCCESS);
+    expect("part number", nvmlDeviceGetBoardPartNumber(h, part, sizeof(part)), NVML_SUCCESS);
+    expect("memory", nvmlDeviceGetMemoryInfo(h, &v1), NVML_SUCCESS);
+    expect("memory v2", nvmlDeviceGetMemoryInfo_v2(h, &v2), NVML_SUCCESS);
+    for (unsigned int c = 0; c < 3; c++) {
+        expect("clock", nvmlDeviceGetClockInfo(h, c, &clocks[c]), NVML_SUCCESS);
+        expect("max clock", nvmlDeviceGetMaxClockInfo(h, c, &clocks[3 + c]), NVML_SUCCESS);
+    }
+    expect("power", nvmlDeviceGetPowerUsage(h, &power[0]), NVML_SUCCESS);
+    expect("power limit", nvmlDeviceGetPowerManagementLimit(h, &power[1]), NVML_SUCCESS);
+    expect("enforced limit", nvmlDeviceGetEnforcedPowerLimit(h, &power[2]), NVML_SUCCESS);
+    expect("energy", nvmlDeviceGetTotalEnergyConsumption(h, &energy), NVML_SUCCESS);
+    expect("temperature", nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
+    expect("temperature v", nvmlDeviceGetTemperatureV(h, &tv), NVML_SUCCESS);
+    same("temperature v is the same", tv.temperature == (int)temp);
+    expect("utilization", nvmlDeviceGetUtilizationRates(h, &util), NVML_SUCCESS);
+    expect("persistence", nvmlDeviceGetPersistenceMode(h, &persistence), NVML_SUCCESS);
+    expect("compute mode", nvmlDeviceGetComputeMode(h, &compute), NVML_SUCCESS);
+    expect("ecc", nvmlDeviceGetEccMode(h, &ecc[0], &ecc[1]), NVML_SUCCESS);
+    expect("pstate", nvmlDeviceGetPerformanceState(h, &pstate), NVML_SUCCESS);
+    expect("processes", nvmlDeviceGetComputeRunningProcesses_v3(h, &count, procs), NVML_SUCCESS);
+    same("no process", count == 0);
+    printf("values\t%u\t%u\t%u\t%d.%d\t%s\t%s\t%llu,%llu,%llu\t%llu,%llu,%llu,%llu"
+           "\t%u,%u,%u,%u,%u,%u\t%u,%u,%u\t%llu\t%u\t%u,%u\t%u\t%u\t%u,%u\t%u\n",
+           i, arch, brand, major, minor, serial, part, v1.total, v1.free, v1.used, v2.total,
+           v2.reserved, v2.free, v2.used, clocks[0], clocks[1], clocks[2], clocks[3], clocks[4],
+           clocks[5], power[0], power[1], power[2], energy, temp, util.gpu, util.memory,
+           persistence, compute, ecc[0], ecc[1], pstate);
+
+    expect("fanless", nvmlDeviceGetFanSpeed(h, &fan), NVML_ERROR_NOT_SUPPORTED);
+    expect("video clock", nvmlDeviceGetClockInfo(h, NVML_CLOCK_VIDEO, &temp),
+           NVML_ERROR_NOT_SUPPORTED);
+    expect("no such clock", nvmlDeviceGetMaxClockInfo(h, 9, &temp), NVML_ERROR_INVALID_ARGUMENT);
+    expect("no such sensor", nvmlDeviceGetTemperature(h, 1, &temp), NVML_ERROR_INVALID_ARGUMENT);
+    v2.version = 1;
+    expect("memory v2 of another version", nvmlDeviceGetMemoryInfo_v2(h, &v2),
+           NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    expect("NULL memory", nvmlDeviceGetMemoryInfo(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL minor of the capability", nvmlDeviceGetCudaComputeCapability(h, &major, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL pending", nvmlDeviceGetEccMode(h, &ecc[0], NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL power", nvmlDeviceGetPowerUsage(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("short serial", nvmlDeviceGetSerial(h, serial, 3), NVML_ERROR_INSUFFICIENT_SIZE);
+    count = 2;
+    expect("room for processes, no array",
+           nvmlDeviceGetGraphicsRunningProcesses_v3(h, &count, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
 }
 
 static void print_gpu(unsigned int i, nvmlDevice_t h)
@@ -83,7 +149,8 @@ static void print_gpu(unsigned int i, nvmlDevice_t h)
     expect("NULL width", nvmlDeviceGetCurrPcieLinkWidth(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
     expect("zero cpu set", nvmlDeviceGetCpuAffinity(h, 0, cpus), NVML_ERROR_INVALID_ARGUMENT);
     char memory[64];
-    expect("a stub", nvmlDeviceGetMemoryInfo(h, memory), NVML_ERROR_NOT_SUPPORTED);
+    expect("a stub", nvmlDeviceGetBAR1MemoryInfo(h, memory), NVML_ERROR_NOT_SUPPORTED);
+    print_values(i, h);
 }
 
 static void *hammer(void *arg)

@@ -180,8 +180,8 @@ def _compare_with_render(mount: Mount, dest: Path, state: State, exact: bool) ->
             with pytest.raises(OSError) as info:
                 a.read_bytes()
             assert info.value.errno == node.error
-        elif node.dynamic:
-            assert a.read_bytes().strip().isdigit() and b.read_bytes().strip().isdigit()
+        elif node.dynamic:  # the same text but its numbers (counters, NVML's energy)
+            assert re.sub(rb"\d+", b"0", a.read_bytes()) == re.sub(rb"\d+", b"0", b.read_bytes())
         else:
             assert a.read_bytes() == b.read_bytes(), rel
 

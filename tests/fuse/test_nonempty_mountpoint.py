@@ -29,5 +29,5 @@ def test_nonempty_mounts_over_the_files_and_they_come_back(tmp_path: Path) -> No
     mnt = tmp_path / "mnt"
     (mnt / "old").mkdir(parents=True)
     with mokkafs_mount(mnt, ["--profile", "t4", "--nonempty"]) as mount:
-        assert sorted(os.listdir(mount.path)) == ["dev", "proc", "sys"]  # the view, not old
+        assert sorted(os.listdir(mount.path)) == ["dev", "proc", "run", "sys"]  # the view, not old
     assert os.listdir(mnt) == ["old"]

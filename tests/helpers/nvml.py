@@ -3,12 +3,16 @@ own files say of each GPU (what NVML must agree with, read straight from the mou
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from mokkafs.model.pci import LINK_GENERATIONS
 from mokkafs.profile.compile.cpus import parse_cpulist
@@ -72,3 +76,38 @@ def nvml_env(mountpoint: Path) -> dict[str, str]:
     env = dict(re.findall(r"^export (\w+)=(\S+)$", out, re.M))
     assert sorted(env) == ["LD_LIBRARY_PATH", "MOKKAFS_ROOT"], out
     return env
+
+
+def place_values(root: Path, bdf: str) -> dict[str, str]:
+    """A GPU's file in NVML's own place, run/mokkafs-nvml/gpus/<bdf>, as a dict."""
+    text = (root / "run/mokkafs-nvml/gpus" / bdf).read_text()
+    return dict(line.split("=", 1) for line in text.splitlines())
+
+
+def profile_defaults(profile: str) -> dict[str, Any]:
+    """A shipped profile's ``device_defaults``, as its YAML says."""
+    doc = yaml.safe_load((REPO / "mokkafs/profiles" / f"{profile}.yaml").read_text())
+    return dict(doc["device_defaults"])
+
+
+class PynvmlProcess:
+    """A Python process running ``script`` (nvidia-ml-py, handles made once) in ``env``: at
+    each ``read()`` it is sent a line and answers one line of JSON; ``close()`` ends its stdin
+    (its loop then ends) and gives its output."""
+
+    def __init__(self, script: str, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, **env},
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+    def read(self) -> Any:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, self.close()
+        return json.loads(line)
+
+    def close(self) -> str:
+        out, err = self.process.communicate(timeout=60)
+        return out + err

@@ -1,6 +1,8 @@
 """mokkafs's NVML from C under AddressSanitizer and UBSan (native/tests/nvmltest.c) on a
 mounted h100 view: every GPU's identity, PCI ids, link, NUMA node and CPUs equal the view's
-own files; bad input, the lifecycle and 8 threads at once answer as the API says."""
+own files; what no kernel file holds (memory, clocks, power, modes, ...) equals NVML's own
+place (run/mokkafs-nvml) and the profile; bad input, the lifecycle and 8 threads at once
+answer as the API says."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.mounts import REPO, Mount
-from tests.helpers.nvml import nvml_bus_id, view_gpus
+from tests.helpers.nvml import nvml_bus_id, place_values, profile_defaults, view_gpus
 from tests.helpers.tools import require_tool
 
 
@@ -37,7 +39,36 @@ def cpu_bits(words: str) -> frozenset[int]:
                      for b in range(64) if int(word, 16) >> b & 1)
 
 
+def check_values(rows: list[list[str]], root: Path, energy_before: list[int]) -> None:
+    """The "values" lines against the files of NVML's own place and the h100 profile."""
+    defaults = profile_defaults("h100")
+    memory, clocks, power = defaults["memory"], defaults["clocks"], defaults["power"]
+    total, reserved = memory["total_bytes"], memory["reserved_bytes"]
+    gpus = view_gpus(root)
+    assert len(rows) == len(gpus) == 8
+    for i, (line, gpu, before) in enumerate(zip(rows, gpus, energy_before, strict=True)):
+        assert line[:2] == ["values", str(i)]
+        row = line[1:]
+        v = place_values(root, gpu.bdf)
+        assert row[1:7] == [v["architecture"], v["brand"],
+                            f"{v['cuda_cc_major']}.{v['cuda_cc_minor']}", v["serial"],
+                            v["board_part_number"], ",".join(
+                                [str(total), str(total - reserved), str(reserved)])]
+        assert row[1:6] == ["9", "14", "9.0", v["serial"], defaults["board_part_number"]]
+        assert row[7] == f"{total},{reserved},{total - reserved},0"  # v2: total reserved free used
+        assert row[8] == ",".join(str(clocks[f"{d}_{k}"]) for k in ("current", "max")
+                                  for d in ("graphics", "sm", "memory"))
+        assert row[9] == ",".join(str(power[k]) for k in ("current_draw_mw", "default_limit_mw",
+                                                           "enforced_limit_mw"))
+        after = int(place_values(root, gpu.bdf)["energy"])
+        assert power["total_energy_consumption_mj"] <= before <= int(row[10]) <= after
+        assert row[11:] == [str(defaults["thermal"]["temperature_gpu_c"]), "0,0", "1", "0",
+                            "1,1", "0"]  # utilization, persistence, compute, ECC, P0
+
+
 def test_the_api_from_c_under_sanitizers(nvmltest: Path, mount_h100: Mount) -> None:
+    energy = [int(place_values(mount_h100.path, g.bdf)["energy"])
+              for g in view_gpus(mount_h100.path)]
     result = run(nvmltest, mount_h100.path)
     assert result.returncode == 0 and "0 failed" in result.stdout, result.stdout + result.stderr
     assert "Sanitizer" not in result.stderr, result.stderr
@@ -56,6 +87,7 @@ def test_the_api_from_c_under_sanitizers(nvmltest: Path, mount_h100: Mount) -> N
         assert tuple(int(v) for v in row[8:12]) == gpu.link
         assert int(row[12]) == gpu.numa
         assert cpu_bits(row[13]) == {c for c in gpu.cpus if c < 256}
+    check_values([line for line in lines if line[0] == "values"], mount_h100.path, energy)
 
 
 def test_no_view_is_driver_not_loaded(nvmltest: Path, tmp_path: Path) -> None:

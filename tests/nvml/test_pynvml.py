@@ -6,7 +6,6 @@ without a view, nvmlInit fails as the real library does without a driver."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 from mokkafs.delivery.nvml import library_dir
 from tests.helpers.faults import fault_node
 from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
-from tests.helpers.nvml import ViewGpu, nvml_bus_id, nvml_env, view_gpus
+from tests.helpers.nvml import PynvmlProcess, ViewGpu, nvml_bus_id, nvml_env, view_gpus
 
 # Prints one JSON line of every GPU at each line it reads on stdin (handles made once).
 READER = """
@@ -50,27 +49,6 @@ n.nvmlShutdown()
 """
 
 
-class Reader:
-    """A pynvml process that answers a JSON snapshot at each ``read()``."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", READER], env={**os.environ, **env},
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, cwd=REPO)
-
-    def read(self) -> dict[str, object]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write("\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        assert line, self.close()
-        return dict(json.loads(line))
-
-    def close(self) -> str:
-        out, err = self.process.communicate(timeout=60)
-        return out + err
-
-
 def expected(gpu: ViewGpu, index: int) -> dict[str, object]:
     bus_id = nvml_bus_id(gpu.bdf)
     return {"name": gpu.name, "uuid": gpu.uuid, "minor": gpu.minor, "bus_id": bus_id,
@@ -90,7 +68,7 @@ def check_against_view(snapshot: dict[str, object], root: Path) -> None:
 @pytest.mark.parametrize("profile", ["h100", "b200", "gb200"])
 def test_pynvml_sees_the_view(tmp_path: Path, profile: str) -> None:
     with mokkafs_mount(tmp_path / "mnt", ["--profile", profile, "--node-name", "node-a"]) as m:
-        reader = Reader(nvml_env(m.path))
+        reader = PynvmlProcess(READER, nvml_env(m.path))
         try:
             check_against_view(reader.read(), m.path)
         finally:
@@ -101,7 +79,7 @@ def test_pynvml_sees_the_view(tmp_path: Path, profile: str) -> None:
 def test_a_fault_after_init_shows_at_the_next_call(tmp_path: Path) -> None:
     with fault_node(tmp_path) as node:
         root = node.live.mount.path
-        reader = Reader(nvml_env(root))
+        reader = PynvmlProcess(READER, nvml_env(root))
         try:
             before = reader.read()
             check_against_view(before, root)
@@ -121,7 +99,7 @@ def test_a_fault_after_init_shows_at_the_next_call(tmp_path: Path) -> None:
     assert isinstance(gpus, list) and after["count"] == 7
     assert gpus[1]["link"] == [3, 8, 5, 16]  # the degraded link, as current_link_* say
     assert gpus[7] == {"error": 15}  # the removed GPU's handle: NVML_ERROR_GPU_IS_LOST
-    assert gpus[0] == before["gpus"][0]  # type: ignore[index]
+    assert gpus[0] == before["gpus"][0]
 
 
 def test_without_a_view_init_is_driver_not_loaded(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from mokkafs.profile.imex import ImexSection
 from mokkafs.profile.mig import Mig
+from mokkafs.profile.sections.nvml import CudaVersion, NvmlKeys
 from mokkafs.profile.values import (
     MAX_GPUS,
     Bdf,
@@ -38,7 +39,7 @@ class Memory(OpenSection):
     total_bytes: int | None = Field(default=None, ge=0, le=1 << 50)
 
 
-class DeviceConfig(OpenSection):
+class DeviceConfig(NvmlKeys):  # with nvml-mock's keys for NVML (sections/nvml.py)
     name: Text | None = None
     architecture: Text | None = None
     vbios_version: Text | None = None
@@ -57,6 +58,7 @@ class DeviceOverride(DeviceConfig):
 
 class System(OpenSection):
     driver_version: Text | None = None
+    cuda_version: CudaVersion | None = None  # "12.4": what NVML says the driver supports
     num_devices: int | None = Field(default=None, ge=0, le=MAX_GPUS)
     # mokkafs: which kernel module the driver is: the open one (Turing and newer's default
     # since 560) or the proprietary one (taints the kernel P, names itself differently)

@@ -1,0 +1,63 @@
+"""A GPU's NVML facts (``mokkafs.model.nvml.GpuNvml``) from nvml-mock's keys: each section a
+``devices`` entry gives replaces ``device_defaults``' (as ``pcie`` does). Nothing is made up:
+a value the profile leaves out stays ``None``, except the driver's memory reserve."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mokkafs.model.nvml import Clocks, FbMemory, GpuNvml
+from mokkafs.profile.schema import DeviceConfig, DeviceOverride
+from mokkafs.profile.sections.nvml import NVML_KEYS, NvmlKeys
+
+# What an idle driver keeps of the framebuffer when a profile gives the total but no
+# memory.reserved_bytes: nvml-mock's profiles state 300 MiB (T4) to 1.5 GiB (GB300).
+DEFAULT_RESERVED = 512 << 20
+COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
+
+
+def merged(defaults: DeviceConfig, override: DeviceOverride | None) -> NvmlKeys:
+    """The NVML keys of one GPU: its entry's sections over the defaults'."""
+    values: dict[str, Any] = {}
+    for key in NVML_KEYS:
+        given = override is not None and key in override.model_fields_set
+        values[key] = getattr(override if given else defaults, key)
+    return NvmlKeys.model_validate(values)
+
+
+def _enabled(mode: str | None) -> bool | None:
+    return None if mode is None else mode == "enabled"
+
+
+def gpu_nvml(keys: NvmlKeys) -> GpuNvml:
+    memory = None
+    if keys.memory.total_bytes is not None:
+        total = keys.memory.total_bytes
+        reserved = min(total, DEFAULT_RESERVED if keys.memory.reserved_bytes is None
+                       else keys.memory.reserved_bytes)
+        memory = FbMemory(total, reserved, min(keys.memory.used_bytes, total - reserved))
+    c, p, cc = keys.clocks, keys.power, keys.compute_capability
+    return GpuNvml(
+        brand=keys.brand,
+        board_part_number=keys.board_part_number,
+        compute_capability=(cc.major, cc.minor) if cc else None,
+        memory=memory,
+        graphics=Clocks(c.graphics_current, c.graphics_max),
+        sm=Clocks(c.sm_current, c.sm_max),
+        mem_clock=Clocks(c.memory_current, c.memory_max),
+        power_usage_mw=p.current_draw_mw,
+        power_limit_mw=p.default_limit_mw,
+        power_enforced_mw=p.enforced_limit_mw,
+        energy_mj=p.total_energy_consumption_mj,
+        temperature_c=keys.thermal.temperature_gpu_c,
+        utilization_gpu=keys.utilization.gpu,
+        utilization_memory=keys.utilization.memory,
+        fan_percent=keys.fan.speed_percent if keys.fan.count > 0 else None,
+        performance_state=(int(keys.performance_state[1:])
+                           if keys.performance_state is not None else None),
+        persistence_mode=_enabled(keys.persistence_mode),
+        compute_mode=(COMPUTE_MODES[keys.compute_mode]
+                      if keys.compute_mode is not None else None),
+        ecc_current=_enabled(keys.ecc.mode_current),
+        ecc_pending=_enabled(keys.ecc.mode_pending),
+    )

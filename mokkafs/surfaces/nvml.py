@@ -1,0 +1,114 @@
+"""NVML's own place: ``run/mokkafs-nvml/``, what mokkafs's NVML library (native/nvml/) answers
+that no kernel file holds. Never under ``sys`` or ``proc``, which stay faithful to the kernel.
+
+- ``gpus/<bdf>``: one file per GPU the driver lists, ``key=value`` lines in NVML's units and
+  enum numbers (docs/nvml.md has the keys). A key the profile cannot state is left out, and the
+  library answers NOT_SUPPORTED for it.
+- ``system``: what the node says through NVML alone (``cuda_driver_version`` where the profile
+  states ``system.cuda_version``).
+
+A GPU's file is a function of the State and the time of the read: its energy counter grows at
+its power draw since the node started, in steps of the counter quantum (as the IB counters,
+``mokkafs.counters``). Memory used is the driver's reserve plus what processes use (none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from mokkafs import counters
+from mokkafs.model.nvml import ARCHITECTURES, BRANDS, GpuNvml
+from mokkafs.state import GpuInfo, State
+from mokkafs.tree.assemble import stateless
+from mokkafs.tree.nodes import Dir, File, Node
+
+ROOT = "run/mokkafs-nvml"
+
+
+def _flag(value: bool | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def fixed_values(gpu: GpuInfo) -> list[tuple[str, object]]:
+    """A GPU's keys whose values do not move with time, in the file's order; None: unknown."""
+    n: GpuNvml = gpu.nvml
+    cc = n.compute_capability
+    m = n.memory
+    return [
+        ("architecture", ARCHITECTURES.get(gpu.architecture)),
+        ("brand", BRANDS[n.brand] if n.brand else None),
+        ("serial", gpu.serial),
+        ("board_part_number", n.board_part_number),
+        ("cuda_cc_major", cc[0] if cc else None),
+        ("cuda_cc_minor", cc[1] if cc else None),
+        ("memory_total", m.total if m else None),
+        ("memory_reserved", m.reserved if m else None),
+        ("memory_used", m.used if m else None),  # by processes, beside the reserve
+        ("clock_graphics", n.graphics.current),
+        ("clock_sm", n.sm.current),
+        ("clock_memory", n.mem_clock.current),
+        ("max_clock_graphics", n.graphics.max),
+        ("max_clock_sm", n.sm.max),
+        ("max_clock_memory", n.mem_clock.max),
+        ("power_usage", n.power_usage_mw),
+        ("power_limit", n.power_limit_mw),
+        ("enforced_power_limit", n.power_enforced_mw),
+        ("temperature_gpu", n.temperature_c),
+        ("utilization_gpu", n.utilization_gpu),
+        ("utilization_memory", n.utilization_memory),
+        ("fan_speed", n.fan_percent),
+        ("performance_state", n.performance_state),
+        ("persistence_mode", _flag(n.persistence_mode)),
+        ("compute_mode", n.compute_mode),
+        ("ecc_current", _flag(n.ecc_current)),
+        ("ecc_pending", _flag(n.ecc_pending)),
+    ]
+
+
+def lines(values: list[tuple[str, object]]) -> str:
+    return "".join(f"{key}={value}\n" for key, value in values if value is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuText:
+    """A GPU's file at a given time: its fixed lines, then its energy in millijoules (what
+    the profile says it consumed before the node started, and its draw since)."""
+
+    fixed: str
+    energy_mj: int
+    draw_mw: int
+    started_at: float
+    quantum: float
+
+    def __call__(self, now: float) -> bytes:
+        t = counters.elapsed(now, self.started_at, self.quantum)
+        energy = self.energy_mj + int(self.draw_mw * t)  # mW x s = mJ
+        return f"{self.fixed}energy={energy}\n".encode()
+
+
+def gpu_file(path: str, gpu: GpuInfo, state: State) -> File:
+    fixed = lines(fixed_values(gpu))
+    draw = gpu.nvml.power_usage_mw
+    if draw is None:  # no draw, no energy counter: nothing moves
+        return File(path, fixed.encode())
+    text = GpuText(fixed, gpu.nvml.energy_mj or 0, draw, state.started_at,
+                   state.counter_quantum)
+    return File(path, text, quantum=state.counter_quantum)
+
+
+def nodes(state: State) -> Iterator[Node]:
+    gpus = state.driven_gpus()
+    if not gpus:
+        return
+    yield Dir("run")
+    yield Dir(ROOT)
+    cuda = state.driver.cuda_version
+    yield File(f"{ROOT}/system", lines([("cuda_driver_version", cuda)]).encode())
+    yield Dir(f"{ROOT}/gpus")
+    for fn in gpus:
+        assert fn.gpu is not None
+        yield gpu_file(f"{ROOT}/gpus/{fn.bdf}", fn.gpu, state)
+
+
+SURFACE = stateless("nvml", nodes, ("functions", "driver", "started_at", "counter_quantum"))
