@@ -74,6 +74,7 @@ class Operations(pyfuse3.Operations):
         self.policy = policy
         self.observe = observe
         self.enable_symlink_cache = policy.caches_symlinks  # read by patched pyfuse3
+        self.enable_write_context = True  # patched pyfuse3: ``write`` gets the writer's context
         self.streams = Streams(view.holder, view.clock)  # dev/kmsg's readers
         self.writes = Writes(view)
 
@@ -159,8 +160,9 @@ class Operations(pyfuse3.Operations):
         return await self.policy.read(fh, off, size)
 
     @guarded
-    async def write(self, fh: int, off: int, buf: bytes) -> int:
-        return await self.writes.write(fh, off, buf)
+    async def write(self, fh: int, off: int, buf: bytes,
+                    ctx: pyfuse3.RequestContext | None = None) -> int:
+        return await self.writes.write(fh, off, buf, ctx)
 
     @guarded
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes,

@@ -28,10 +28,13 @@ class CacheMode(enum.Enum):
 
 
 def pyfuse3_passes_inode() -> bool:
-    """Whether the installed pyfuse3 carries the patch (it sets this marker)."""
+    """Whether the installed pyfuse3 carries the patch, as it is now: it passes the inode
+    when nothing was opened, and a WRITE's context, without which no-open mode cannot tell
+    who writes (it sets both markers)."""
     import pyfuse3
 
-    return bool(getattr(pyfuse3, "NO_OPEN_PASSES_INODE", False))
+    return all(getattr(pyfuse3, marker, False)
+               for marker in ("NO_OPEN_PASSES_INODE", "WRITE_PASSES_CONTEXT"))
 
 
 def patch_help(checkout: Path | None = None, prefix: Path | None = None) -> str:

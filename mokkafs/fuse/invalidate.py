@@ -4,7 +4,8 @@ Invalidation calls write to /dev/fuse and can block until the kernel finishes re
 the FUSE loop can answer (a lookup holding the parent's lock, a read holding a page lock). Issued
 from the trio thread, that is a deadlock (seen 3 times in 30 tries); issued from a worker
 thread, the loop stays free to answer. ``Invalidator.apply`` therefore refuses to run on the
-thread that runs the loop.
+thread that runs the loop. Nor may any answer wait for it: ``mokkafs.serve.tell`` sends each
+swap's batch off the swap lock, and no request waits for it.
 """
 
 from __future__ import annotations
@@ -52,9 +53,6 @@ class Invalidator:
     def __init__(self, kernel: Kernel | None = None) -> None:
         self.kernel: Kernel = kernel or Pyfuse3Kernel()
         self.loop_thread = threading.get_ident()
-        # Files a WRITE is outstanding on (mokkafs.fuse.writes): the writer holds their page
-        # locks until the reply, so only their attributes are dropped here; their pages after.
-        self.writing: set[int] = set()
 
     def apply(self, plan: Invalidation) -> Counts:
         if threading.get_ident() == self.loop_thread:
@@ -66,13 +64,15 @@ class Invalidator:
         for parent, name in plan.added:
             self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), 0)
         for inode in plan.changed_data:  # (directories that gain names first)
-            self._send(counts, self.kernel.invalidate_inode, inode, inode in self.writing)
-        for inode in plan.changed_attrs:
+            self._send(counts, self.kernel.invalidate_inode, inode, False)
+        for inode in (*plan.writable, *plan.changed_attrs):
             self._send(counts, self.kernel.invalidate_inode, inode, True)
         for inode in plan.shrunk:
             self._send(counts, self.kernel.invalidate_inode, inode, False)
         for parent, name, deleted in plan.removed:
             self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), deleted)
+        for inode in plan.writable:  # pages a writer may hold until its WRITE is answered
+            self._send(counts, self.kernel.invalidate_inode, inode, False)
         return counts
 
     def store(self, contents: list[tuple[int, bytes]], stale: list[int]) -> Counts:
@@ -92,12 +92,6 @@ class Invalidator:
                     stale.append(inode)
         for inode in stale:
             self._send(counts, self.kernel.invalidate_inode, inode, False)
-        return counts
-
-    def drop_pages(self, inode: int) -> Counts:
-        """A written file's pages, once its WRITE is answered. Worker thread only."""
-        counts = Counts()
-        self._send(counts, self.kernel.invalidate_inode, inode, False)
         return counts
 
     @staticmethod

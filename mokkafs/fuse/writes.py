@@ -2,20 +2,23 @@
 
 As sysfs: an attribute the view simulates a store for (``mokkafs.writes.attributes``) opens
 for writing (``O_WRONLY``, ``O_RDWR``, ``O_TRUNC``: truncation is a no-op) and each ``write()``
-is one store of what it carries, at whatever offset; the write returns once the new view is
-installed and the kernel told (``mokkafs.serve.writes``), or fails with the store's errno.
-Every other file refuses to open for writing (EACCES, as kernfs refuses a file without a store
-method to root), a create EACCES, and mkdir, unlink, rename, links and mode changes EPERM.
+is one store of what it carries, as bytes, at whatever offset; the write returns once the new
+view is installed (the kernel's caches are told right after: ``mokkafs.serve.tell``), or fails
+with the store's errno. Every other file of the view refuses to open for writing (EACCES, as
+kernfs refuses a file without a store method to root), a create EACCES, and mkdir, unlink,
+rename, links and mode changes EPERM. The host's own files, shown through, are a read-only
+/sys's: EROFS. A write through a descriptor of a file a swap removed: ENODEV, as kernfs
+answers for an attribute removed while open.
 
 Who may write: the mount is ``default_permissions``, so the kernel refuses a writer other than
 the owner (root) with EACCES before the daemon hears of it; the daemon refuses it too (another
 FUSE setting), and refuses a root without CAP_SYS_ADMIN in its effective set with EROFS: that
 is a container without privileges, whose /sys is mounted read-only on a real node. The
-caller's credentials come with the request (``ctx.uid``, ``ctx.pid``, in the daemon's PID
-namespace), its capabilities from ``/proc/<pid>/status``. In no-open mode the kernel sends
-no OPEN, and a WRITE carries no credentials that pyfuse3 passes on: the writers are then the
-processes that hold the file open for writing (``/proc/<pid>/fdinfo``, matched by inode
-number), and every one of them must pass.
+writer's credentials come with its own request (``ctx.uid``, ``ctx.pid``, in the daemon's PID
+namespace), its capabilities from ``/proc/<pid>/status``: with the OPEN in keep-cache mode,
+with the WRITE itself in no-open mode, where the kernel sends no OPEN (the project's pyfuse3
+patch passes the WRITE's context: ``Operations.enable_write_context``). A neighbour holding the
+same file open changes nothing, and no other process is looked at.
 """
 
 from __future__ import annotations
@@ -23,15 +26,12 @@ from __future__ import annotations
 import errno
 import itertools
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 import pyfuse3
-import trio
 
-from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import View
 from mokkafs.tree.nodes import Dir, File
 from mokkafs.writes.attributes import WriteRefused
@@ -62,48 +62,11 @@ def may_administer(pid: int, proc: Path = Path("/proc")) -> bool:
     return False
 
 
-def writers(inode: int, proc: Path = Path("/proc")) -> list[int]:
-    """The processes holding a file whose inode number is ``inode`` open for writing, by
-    their ``fdinfo`` (no file is touched: a stat could hang on another hung mount). The
-    view's inode numbers are 63-bit hashes no other file system gives."""
-    found = []
-    for pid in (p.name for p in proc.iterdir() if p.name.isdigit()):
-        try:
-            fds = os.listdir(proc / pid / "fdinfo")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                info = dict(line.split(":", 1) for line in
-                            (proc / pid / "fdinfo" / fd).read_text().splitlines()
-                            if ":" in line)
-                if int(info["ino"]) != inode:
-                    continue
-                flags = int(info["flags"], 8)
-            except (OSError, KeyError, ValueError):
-                continue
-            if flags & os.O_ACCMODE != os.O_RDONLY:
-                found.append(int(pid))
-                break
-    return found
-
-
-def uid_of(pid: int, proc: Path = Path("/proc")) -> int | None:
-    try:
-        for line in (proc / str(pid) / "status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                return int(line.split()[2])  # effective
-    except OSError:
-        pass
-    return None
-
-
 @dataclass
 class Writes:
     view: View
     store: Store | None = None  # set once the daemon has its swapper
     proc: Path = Path("/proc")
-    kernel: Invalidator | None = None  # set by the daemon: told of the written file's pages
     # fh -> (function, attribute, inode): inode numbers are stable across generations
     handles: dict[int, tuple[str, str, int]] = field(default_factory=dict)
     _next: itertools.count[int] = field(default_factory=lambda: itertools.count(FIRST_HANDLE))
@@ -113,8 +76,11 @@ class Writes:
         file's holder is its directory's name (the driver, or ``pci``): the function it
         changes is the BDF written to it."""
         entry = self.view.holder.tree.get(inode)
-        if entry is None:  # the host's own files, shown through: not this daemon's to write
-            raise pyfuse3.FUSEError(errno.EACCES)
+        if entry is None:
+            # The host's own files, shown through: a read-only /sys's. Else a file a swap
+            # removed, written through a descriptor opened before (kernfs: ENODEV).
+            self.view.hosted(inode, missing=errno.ENODEV)
+            raise pyfuse3.FUSEError(errno.EROFS)
         node = entry.node
         if isinstance(node, Dir):
             raise pyfuse3.FUSEError(errno.EISDIR)
@@ -139,19 +105,6 @@ class Writes:
         self.handles[fh] = (*target, inode)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
-    async def _check_holders(self, inode: int) -> None:
-        proc = self.proc
-
-        def holders() -> list[tuple[int | None, bool]]:
-            return [(uid_of(pid, proc), may_administer(pid, proc))
-                    for pid in writers(inode, proc)]
-
-        found = await trio.to_thread.run_sync(holders)
-        if not found or any(uid != 0 for uid, _ in found):
-            raise pyfuse3.FUSEError(errno.EACCES)
-        if not all(admin for _, admin in found):
-            raise pyfuse3.FUSEError(errno.EROFS)
-
     def owns(self, fh: int) -> bool:
         return fh in self.handles
 
@@ -162,32 +115,26 @@ class Writes:
             raise pyfuse3.FUSEError(errno.ENODEV)
         return entry.node.read(self.view.clock())[off:off + size]
 
-    async def write(self, fh: int, off: int, buf: bytes) -> int:
-        if fh in self.handles:
-            bdf, attribute, _ = self.handles[fh]
+    async def write(self, fh: int, off: int, buf: bytes,
+                    ctx: pyfuse3.RequestContext | None) -> int:
+        """``ctx``: the WRITE's own context (None from a pyfuse3 that does not pass it)."""
+        if fh in self.handles:  # keep-cache mode: its OPEN was checked
+            bdf, attribute, inode = self.handles[fh]
+            if self.view.holder.tree.get(inode) is None:  # gone with its function
+                raise pyfuse3.FUSEError(errno.ENODEV)
         elif fh < FIRST_HANDLE:  # no-open mode: the kernel opened nothing, names the inode
             bdf, attribute = self.target(fh)
-            await self._check_holders(fh)
+            if ctx is None:  # who writes cannot be told: as a read-only /sys
+                raise pyfuse3.FUSEError(errno.EROFS)
+            self.check_caller(ctx)
         else:
             raise pyfuse3.FUSEError(errno.EBADF)
         if self.store is None:
             raise pyfuse3.FUSEError(errno.EROFS)
-        data = buf[:MAX_STORE]
-        inode = self.handles[fh][2] if fh in self.handles else fh
-        kernel = self.kernel
-        if kernel is not None:
-            kernel.writing.add(inode)
-        try:
-            await self.store.store(bdf, attribute, data.decode("latin-1"))
+        try:  # sysfs attributes are bytes: latin-1 keeps each byte one character
+            await self.store.store(bdf, attribute, buf[:MAX_STORE].decode("latin-1"))
         except WriteRefused as exc:
             raise pyfuse3.FUSEError(exc.errno) from None
-        finally:
-            if kernel is not None:
-                kernel.writing.discard(inode)
-                # After the reply, which this handler's return sends: the writer (no-open
-                # mode writes through the page cache) holds the page until then.
-                trio.lowlevel.spawn_system_task(trio.to_thread.run_sync, kernel.drop_pages,
-                                                inode)
         return len(buf)
 
     def release(self, fh: int) -> bool:
@@ -196,10 +143,11 @@ class Writes:
     async def truncate(self, inode: int, fields: pyfuse3.SetattrFields,
                        ctx: pyfuse3.RequestContext) -> None:
         """A setattr: only the truncation ``O_TRUNC`` makes, of a writable attribute, is a
-        no-op that succeeds; anything else is EPERM."""
+        no-op that succeeds. A change of mode or owner is EPERM (kernfs would take
+        it from root; the view does not simulate it), EROFS as ``refuse_change`` says."""
         if not fields.update_size or any(getattr(fields, f) for f in (
                 "update_mode", "update_uid", "update_gid")):
-            raise pyfuse3.FUSEError(errno.EPERM)
+            raise refuse_change(ctx)
         self.target(inode)
         self.check_caller(ctx)
 

@@ -136,8 +136,9 @@ class PciFunction(PciIdentity):
     sriov: Sriov | None = None
     physfn: str | None = None
     vf_index: int = 0
-    # Its ``driver_override`` (None: unset), and the driver the profile bound it to once a
-    # write changed its binding (None: ``driver`` is still the profile's; mokkafs.writes.drivers)
+    # Its ``driver_override`` (None: unset; the bytes written, as latin-1 text), and the
+    # driver the profile bound it to once a write changed its binding (None: ``driver`` is
+    # still the profile's; mokkafs.writes.drivers)
     driver_override: str | None = None
     native_driver: str | None = None
     # A function a capture kept as it was (mokkafs.profile.raw_pci): its attributes' bytes,

@@ -151,7 +151,6 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
             state=state, publish=publish_to(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)
-        ops.writes.kernel = invalidator
         # no-open mode: dev/kmsg is served by a mount of its own over it (docs/kmsg.md)
         running.kmsg = kmsg_for(config.cache_mode, config.mountpoint, ops.streams, holder)
         inner = await stack.enter_async_context(trio.open_nursery())

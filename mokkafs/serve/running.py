@@ -128,6 +128,7 @@ class Running:
             # page's lock): both end while the loop still answers.
             self._background_scope.cancel()
             await self._swapper_done.wait()
+            await self.swapper.teller.settled()  # the kernel hears the last changes
             await self._background_done.wait()
             if self.kmsg is not None:  # unmounted while the view's loop still answers
                 await self.kmsg.stop()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import trio
+
 from mokkafs.faults.schedule import status
 from mokkafs.obs.status import Status
 from mokkafs.state import State
@@ -19,13 +21,13 @@ log = logging.getLogger(__name__)
 @dataclass
 class Installed:
     """What an install changed: the generation now served, its nodes changed, removed and
-    added, and the kernel invalidations sent."""
+    added, and an event set once the kernel has heard of them (``mokkafs.serve.tell``)."""
 
     generation: int
     changed: int
     removed: int
     added: int
-    invalidations: int
+    told: trio.Event
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Apply Updates and fault transitions: build the new tree off the FUSE loop, swap it in with
-one assignment, then tell the kernel what changed (from a worker thread), and record the result.
+one assignment, hand what changed to the teller (``mokkafs.serve.tell``: the kernel hears it in
+install order, from a worker thread, off the swap lock), and record the result.
 
 Three things change the view: a new State from the source (the profile), a change of the
 faults applied at run time (``mokkafs fault``, through ``faults.book.FaultBook``), and the
@@ -12,6 +13,11 @@ An update that carries an error changes nothing that is served: the last good St
 the error shows in /readyz, the metrics and the log. So does any failure while applying a good
 one: a surface (or the carrying of counters) that raises while the tree is built, kernel
 invalidations that fail, a CDI spec that cannot be written. No failure here ends the daemon.
+
+A change that answers no FUSE request (a profile load, a fault, a MIG layout, the writes
+cleared) returns once the kernel has been told, waiting after it released the lock. A write
+returns once its view is installed: its answer must not wait for an invalidation (see
+``mokkafs.serve.tell``).
 
 Updates that queue up while one is applied are coalesced: only the newest State is built (an
 error after it is still reported), so a burst of edits costs one build.
@@ -29,13 +35,14 @@ import trio
 from mokkafs.errors import MokkafsError, internal_error
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import at, carry
-from mokkafs.fuse.invalidate import Invalidator
+from mokkafs.fuse.invalidate import Counts, Invalidator
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
 from mokkafs.serve.layers import Layers
 from mokkafs.serve.mig import MigLayer
 from mokkafs.serve.served import Installed, Prepared, served
+from mokkafs.serve.tell import Teller, told
 from mokkafs.source import Update
 from mokkafs.state import State
 from mokkafs.tree.assemble import Build
@@ -68,7 +75,7 @@ class Swapper:
         # What changed at run time (mokkafs.serve.layers): faults, MIG layouts, writes.
         self.layers = Layers() if layers is None else layers
         self.build = build
-        self.invalidator = invalidator
+        self.teller = Teller(invalidator, self._told)
         self.status = status
         self.metrics = metrics
         self.publish = publish
@@ -91,6 +98,21 @@ class Swapper:
     def _wall(self, when: float) -> float:
         """The wall-clock time of ``when`` on the swapper's clock."""
         return time.time() + (when - self.clock())
+
+    def _told(self, generation: int, counts: Counts | None, failure: Exception | None,
+              seconds: float) -> None:
+        """What the teller reports of one install's plan."""
+        self.metrics.invalidation_seconds.observe(seconds)
+        if failure is not None:
+            log.error("invalidating the kernel's caches for generation %d failed: %s",
+                      generation, failure)
+            self._fail("invalidate", f"generation {generation} serves, but the kernel may "
+                       f"keep old entries until they time out: {failure}")
+            return
+        assert counts is not None
+        self.status.invalidations += counts.sent
+        log.debug("generation %d: %d invalidations in %.1f ms", generation, counts.sent,
+                  seconds * 1000)
 
     def _fail(self, stage: str, message: str) -> None:
         self.status.apply_errors[stage] = self.status.apply_errors.get(stage, 0) + 1
@@ -123,7 +145,8 @@ class Swapper:
         async with self._lock:
             layers = self.layers.copy()
             layers.mig.prune(update.state)
-            return await self._change(layers, update.state, "profile", stamped=False)
+            installed = await self._change(layers, update.state, "profile", stamped=False)
+        return await told(installed)
 
     async def refault(self, change: Callable[[FaultBook, State], None]) -> Installed | None:
         """Change the faults applied at run time (``change`` edits the book, checking against
@@ -131,7 +154,8 @@ class Swapper:
         async with self._lock:
             layers = self.layers.copy()
             change(layers.book, self.profile)
-            return await self._change(layers, self.profile, "faults")
+            installed = await self._change(layers, self.profile, "faults")
+        return await told(installed)
 
     async def remig(self, change: Callable[[MigLayer, State], None]) -> Installed | None:
         """Change the MIG layouts set at run time (``change`` edits the layer, checking
@@ -139,14 +163,16 @@ class Swapper:
         async with self._lock:
             layers = self.layers.copy()
             change(layers.mig, self.profile)
-            return await self._change(layers, self.profile, "mig")
+            installed = await self._change(layers, self.profile, "mig")
+        return await told(installed)
 
     async def rewrite(self, change: Callable[[WriteBook, State], bool], reason: str = "write",
                       ) -> Installed | None:
         """Change the writes (``change`` edits a copy of the book, checking against the State
         served; it raises to refuse, and returns False when nothing changes): the new view is
-        installed, and the kernel told, before this returns. None: nothing to install, or
-        the view could not be built (reported; the old one serves)."""
+        installed before this returns; the kernel is told after (``Installed.told``), as a
+        write's answer must not wait for it. None: nothing to install, or the view could not
+        be built (reported; the old one serves)."""
         async with self._lock:
             layers = self.layers.copy()
             if not change(layers.writes, self.state):
@@ -218,8 +244,9 @@ class Swapper:
                 return None
             current = prepared if prepared is not None and prepared.version == self.version \
                 else None
-            return await self._install(self.state, when, "transition", current,
-                                       stamp=self._wall(when))
+            installed = await self._install(self.state, when, "transition", current,
+                                            stamp=self._wall(when))
+        return await told(installed)
 
     async def _install(self, state: State, when: float, reason: str,
                        prepared: Prepared | None = None, *, since: State | None = None,
@@ -244,24 +271,13 @@ class Swapper:
             return None
         self.holder.tree = tree  # the swap: new requests see the new view from here
         self.state, self.shown_at = state, when
-        swapped = time.perf_counter()
+        # The kernel hears it after, in order, off this lock; then the status says it serves.
+        told = self.teller.send(plan, state.generation,
+                                lambda: self._record(state, counts, when))
         failures: list[str] = []
-        # Shielded: the kernel must hear of every change before the loop may stop serving.
-        with trio.CancelScope(shield=True):
-            try:
-                sent = (await trio.to_thread.run_sync(self.invalidator.apply, plan)).sent
-            except Exception as exc:
-                log.exception("invalidating the kernel's caches failed")
-                self._fail("invalidate", f"generation {state.generation} serves, but the "
-                           f"kernel may keep old entries until they time out: {exc}")
-                failures.append("invalidate")
-                sent = 0
         done = time.perf_counter()
         self.metrics.swap_seconds.observe(done - start)
-        self.metrics.invalidation_seconds.observe(done - swapped)
         self.status.swaps += 1
-        self.status.invalidations += sent
-        self._record(state, counts, when)
         self.version += 1
         self.changed.set()
         self.changed = trio.Event()
@@ -274,13 +290,11 @@ class Swapper:
                 failures.append("publish")
         if not failures and reason != "transition":
             self.status.last_error = self.status.last_error_at = None
-        installed = Installed(state.generation, len(plan.changed_data) + len(plan.changed_attrs)
-                           + len(plan.shrunk),
-                           len(plan.removed), len(plan.added), sent)
+        changed = len(plan.changed_data) + len(plan.changed_attrs) + len(plan.shrunk) \
+            + len(plan.writable)
+        installed = Installed(state.generation, changed, len(plan.removed), len(plan.added), told)
         log.info("serving generation %d from %s (%s): %d changed, %d removed, %d added "
-                 "(%d invalidations in %.1f ms) in %.1f ms", state.generation, state.source,
-                 reason,
-                 installed.changed, installed.removed, installed.added, sent,
-                 (done - swapped) * 1000, (done - start) * 1000)
+                 "in %.1f ms", state.generation, state.source, reason,
+                 installed.changed, installed.removed, installed.added, (done - start) * 1000)
         return installed
 

@@ -1,8 +1,8 @@
 """Writes at run time: a store through the mount (``mokkafs.fuse.writes``) becomes an entry of
-the swapper's ``WriteBook`` and a new view, installed (and the kernel's caches told) before
-the write returns; a refused one changes nothing. Each is logged, counted (``Status.writes``,
-the metrics), listed with the faults (``mokkafs writes list``, /readyz), and all are cleared
-by one command (``mokkafs writes clear``).
+the swapper's ``WriteBook`` and a new view, installed before the write returns (the kernel's
+caches are told right after, ``mokkafs.serve.tell``); a refused one changes nothing. Each is
+logged, counted (``Status.writes``, the metrics), listed with the faults (``mokkafs writes
+list``, /readyz), and all are cleared by one command (``mokkafs writes clear``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from mokkafs.serve.swap import Swapper
+from mokkafs.serve.tell import told
 from mokkafs.state import State
 from mokkafs.writes.attributes import WriteRefused
 from mokkafs.writes.book import WriteBook
@@ -69,7 +70,7 @@ async def clear(swapper: Swapper) -> int:
         count = book.clear()
         return count > 0
 
-    await swapper.rewrite(change, "writes cleared")
+    await told(await swapper.rewrite(change, "writes cleared"))  # answers no request
     if count:
         log.info("writes cleared: %d", count)
     return count

@@ -112,7 +112,7 @@ def _function(fn: PciFunction, state: State) -> Iterator[Node]:
     yield File(f"{d}/uevent", uevent(fn).encode(), 0o644)
     yield text(f"{d}/enable", 1, 0o644)
     yield from pci_link.attributes(d, fn)
-    yield text(f"{d}/driver_override", fn.driver_override or "(null)", 0o644)
+    yield pci_kept.driver_override(d, fn)
     yield text(f"{d}/msi_bus", 1, 0o644)
     yield text(f"{d}/dma_mask_bits", 64)
     yield text(f"{d}/consistent_dma_mask_bits", 64)

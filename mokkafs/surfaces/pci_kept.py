@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from mokkafs.state import PciFunction, State
 from mokkafs.surfaces import pci_link, power
-from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.nodes import Dir, File, Node, relative_link
 
 # The kernel's writable attributes (others are 0444)
 MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus": 0o644,
@@ -33,7 +33,7 @@ def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Ite
         if name not in own:
             yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
     if "driver_override" in own:
-        yield text(f"{d}/driver_override", fn.driver_override or "(null)", 0o644)
+        yield driver_override(d, fn)
     if own & set(pci_link.NAMES):
         yield from pci_link.attributes(d, fn)
     config = pci_link.patched(fn.config, fn) if made else fn.config
@@ -47,3 +47,10 @@ def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Ite
     if fn.driver:
         yield relative_link(f"{d}/driver", f"sys/bus/pci/drivers/{fn.driver}")
     yield relative_link(f"{d}/subsystem", "sys/bus/pci")
+
+
+def driver_override(d: str, fn: PciFunction) -> File:
+    """The override as written: bytes, kept as latin-1 text (one character a byte), so
+    ``printf '\\377'`` reads back as the one byte it wrote."""
+    return File(f"{d}/driver_override", f"{fn.driver_override or '(null)'}\n".encode("latin-1"),
+                0o644)

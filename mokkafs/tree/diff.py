@@ -35,10 +35,13 @@ class Invalidation:
     removed: tuple[tuple[Inode, str, Inode | int], ...]
     added: tuple[tuple[Inode, str], ...]  # (parent inode, name)
     shrunk: tuple[Inode, ...] = ()  # directories that lose names: forgotten after files
+    # Files with a write bit whose bytes changed: a writer may hold their pages until its
+    # WRITE is answered, so their attributes go with the others and their pages last.
+    writable: tuple[Inode, ...] = ()
 
     def __len__(self) -> int:
         return (len(self.changed_data) + len(self.changed_attrs) + len(self.removed)
-                + len(self.added) + len(self.shrunk))
+                + len(self.added) + len(self.shrunk) + len(self.writable))
 
 
 def diff(old: Tree, new: Tree) -> Invalidation:
@@ -46,6 +49,7 @@ def diff(old: Tree, new: Tree) -> Invalidation:
     data: list[Inode] = []
     attrs: list[Inode] = []
     shrunk: list[Inode] = []
+    writable: list[Inode] = []
     for ino, entry in new.entries.items():
         before = old.entries.get(ino)
         if before is entry:  # a patched tree keeps every entry it did not change
@@ -58,6 +62,8 @@ def diff(old: Tree, new: Tree) -> Invalidation:
             attrs.append(ino)
         elif isinstance(node, Dir) and before.names != entry.names:
             (grown if set(before.names) <= set(entry.names) else shrunk).append(ino)
+        elif isinstance(node, File) and node.mode & 0o222:
+            writable.append(ino)
         else:  # bytes, a link target (cached in no-open mode) or a listing the kernel holds
             data.append(ino)
     removed: tuple[tuple[Inode, str, Inode | int], ...] = ()
@@ -71,4 +77,5 @@ def diff(old: Tree, new: Tree) -> Invalidation:
     turned = old.dynamic_parents ^ new.dynamic_parents
     added += tuple((new.entries[ino].parent, new.entries[ino].name) for ino in sorted(turned)
                    if ino in old.entries and ino in new.entries)
-    return Invalidation((*grown, *data), tuple(attrs), removed, added, tuple(shrunk))
+    return Invalidation((*grown, *data), tuple(attrs), removed, added, tuple(shrunk),
+                        tuple(writable))
