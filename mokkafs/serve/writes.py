@@ -1,6 +1,9 @@
 """Writes at run time: a store through the mount (``mokkafs.fuse.writes``) becomes an entry of
-the swapper's ``WriteBook`` and a new view, installed before the write returns (the kernel's
-caches are told right after, ``mokkafs.serve.tell``); a refused one changes nothing. Each is
+the swapper's ``WriteBook`` and a new view, installed before the write returns; a refused one
+changes nothing. The write also waits, at most ``TOLD_WAIT`` seconds, for the kernel's caches to
+be told (``mokkafs.serve.tell``), so a listing right after it shows what it made, as on a real
+node. Only that bound is safe: a reader can hold the lock the telling needs while it waits for
+the written page, which this write's answer releases. Each is
 logged, counted (``Status.writes``, the metrics), listed with the faults (``mokkafs writes
 list``, /readyz), and all are cleared by one command (``mokkafs writes clear``).
 """
@@ -12,6 +15,8 @@ import logging
 import time
 from typing import Any
 
+import trio
+
 from mokkafs.serve.swap import Swapper
 from mokkafs.serve.tell import told
 from mokkafs.state import State
@@ -19,6 +24,8 @@ from mokkafs.writes.attributes import WriteRefused
 from mokkafs.writes.book import WriteBook
 
 log = logging.getLogger(__name__)
+
+TOLD_WAIT = 1.0  # seconds a write's answer waits for the kernel to be told, at most
 
 
 class Writer:
@@ -56,6 +63,11 @@ class Writer:
             raise WriteRefused(errno.EIO, "the new view could not be built")
         log.info("write %s/%s=%r: generation %d serves it", bdf, attribute,
                  text.strip()[:32], applied.generation)
+        with trio.move_on_after(TOLD_WAIT) as waited:
+            await applied.told.wait()
+        if waited.cancelled_caught:
+            log.debug("write %s/%s: answered before the kernel was told (a reader holds what "
+                      "the telling needs)", bdf, attribute)
 
     async def clear(self) -> int:
         return await clear(self.swapper)
