@@ -15,12 +15,15 @@ They are served through the kmsg mount (``mokkafs.fuse.relay``, docs/kmsg.md).
   relay cancels it when the kernel interrupts it.
 - A reader whose next record the ring dropped gets EPIPE once, then the oldest kept.
 - A buffer too small for the record: EINVAL.
+- At most ``MAX_READERS`` opens at once. One more fails EBUSY, logged and counted
+  (``refused``): a follower must never take a refusal for the end of the log.
 """
 
 from __future__ import annotations
 
 import errno
 import itertools
+import logging
 import os
 from dataclasses import dataclass
 
@@ -32,8 +35,11 @@ from mokkafs.fuse.view import TreeHolder
 from mokkafs.tree.nodes import File
 from mokkafs.tree.stream import Records
 
+log = logging.getLogger(__name__)
+
 END = 1 << 62  # the size a stream file shows: where SEEK_END puts a reader
 FIRST_HANDLE = 1 << 48  # stream handles, apart from any other handle or inode number
+MAX_READERS = 1024
 
 
 @dataclass
@@ -50,6 +56,8 @@ class Streams:
         self.sleep_until = sleep_until
         self.readers: dict[int, Reader] = {}
         self.waiting = 0
+        self.refused = 0  # opens refused at MAX_READERS, since the start
+        self._full = False  # refusing, since the last refusal was logged
         self._next = itertools.count(FIRST_HANDLE)
 
     def owns(self, fh: int) -> bool:
@@ -58,12 +66,27 @@ class Streams:
     def open(self, inode: int, flags: int, pid: int) -> pyfuse3.FileInfo:
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise pyfuse3.FUSEError(errno.EROFS)  # (kmsg's writers inject records: not here)
+        if len(self.readers) >= MAX_READERS:
+            self.refused += 1
+            if not self._full:
+                log.warning("the kernel log has %d readers, its limit: refusing opens (EBUSY; "
+                            "process %d first) until one closes", MAX_READERS, pid)
+            self._full = True
+            raise pyfuse3.FUSEError(errno.EBUSY)
         fh = next(self._next)
         self.readers[fh] = Reader(inode)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
     def release(self, fh: int) -> None:
-        self.readers.pop(fh, None)
+        if self.readers.pop(fh, None) is not None and self._full:
+            self._full = False
+            log.info("the kernel log has room for readers again (%d opens refused so far)",
+                     self.refused)
+
+    def report(self) -> dict[str, int]:
+        """For the metrics: the readers and their reads waiting now, the opens refused since
+        the start."""
+        return {"readers": len(self.readers), "waiting": self.waiting, "refused": self.refused}
 
     def _records(self, inode: int) -> Records:
         entry = self.holder.tree.get(inode)

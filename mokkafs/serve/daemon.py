@@ -154,6 +154,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         ops.writes.kernel = invalidator
         # dev/kmsg is served by a mount of its own over it (docs/kmsg.md)
         streams = Streams(holder, wiring.clock, running.sleep_until)
+        status.kmsg = streams.report
         running.kmsg = kmsg_for(config.mountpoint, streams, holder)
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)

@@ -1,18 +1,24 @@
 """Followers of the view's kernel log, in the suite's cache mode (in both, ``dev/kmsg`` is the
 kmsg mount, docs/kmsg.md): the daemon's stop is bounded while a follower waits; a killed
 follower that reads its parent's open file ends; the file's flags at each read decide
-whether it waits; many ``dmesg --follow`` all follow. Deadlines are polled, never asserted
-as durations."""
+whether it waits; many ``dmesg --follow`` all follow, and an open past the limit of readers
+fails loudly. Deadlines are polled, never asserted as durations."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import resource
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from mokkafs.fuse.stream import MAX_READERS
 from tests.helpers.kmsg import (
     apply,
     blocked_in_read,
@@ -119,3 +125,42 @@ def test_many_dmesg_followers_all_follow(tmp_path: Path) -> None:
         apply(control, tmp_path, LOST)
         for watch in watches:
             watch.until(lambda ls: len(xids(ls)) == 1, "Xid 79 in each dmesg", timeout=60)
+
+
+@contextlib.contextmanager
+def open_files(needed: int) -> Iterator[None]:
+    """The soft limit of open files raised to ``needed`` more than this process holds."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = len(os.listdir("/proc/self/fd")) + needed
+    if soft >= want:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_an_open_past_the_limit_of_readers_fails_ebusy_and_says_so(tmp_path: Path) -> None:
+    """MAX_READERS opens at once are served; one more fails EBUSY (where a follower sees it,
+    never as an end of the log), and the daemon logs it and counts it; a close makes room."""
+    with node(tmp_path, expect=["its limit: refusing opens"]) as (live, _), \
+            open_files(MAX_READERS + 8):
+        path = live.mount.path / "dev/kmsg"
+        fds: list[int] = []
+        try:
+            for _ in range(MAX_READERS):
+                fds.append(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+            with pytest.raises(OSError) as caught:
+                os.open(path, os.O_RDONLY)
+            assert caught.value.errno == errno.EBUSY
+            assert live.metric("mokkafs_kmsg_opens_refused_total") == 1
+            assert live.metric("mokkafs_kmsg_readers") == MAX_READERS
+            assert f"has {MAX_READERS} readers, its limit" in live.mount.log_text()
+            os.close(fds.pop())
+            fds.append(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+            assert os.read(fds[-1], 8192).startswith(b"6,0,")
+        finally:
+            for fd in fds:
+                os.close(fd)

@@ -5,6 +5,7 @@ with a clock the test sets."""
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from mokkafs.errors import ProfileError
 from mokkafs.faults import kernel_log
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied, carry
-from mokkafs.fuse.stream import END, Streams
+from mokkafs.fuse.stream import END, MAX_READERS, Streams
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.profile.schema import Fault
 from mokkafs.profile.xid import MAX_XID_RECORDS
@@ -224,6 +225,26 @@ def test_the_file_flags_at_each_read_decide_whether_it_waits(tmp_path: Path) -> 
         assert streams.waiting == 0
 
     trio.run(reads)
+
+
+def test_an_open_past_the_readers_limit_fails_ebusy_logged_and_counted(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, expected_logs: list[str]) -> None:
+    """Never the look of an end of the log: the open fails (a follower sees it), the daemon
+    logs it once while the readers stay at the limit, and counts each refusal."""
+    expected_logs.append("its limit: refusing opens")
+    streams, inode = streams_of(applied(with_faults(tmp_path, LOST), 0.0), Clock(1.0))
+    handles = [streams.open(inode, os.O_RDONLY, 1).fh for _ in range(MAX_READERS)]
+    with caplog.at_level(logging.INFO, logger="mokkafs.fuse.stream"):
+        for _ in range(2):
+            with pytest.raises(pyfuse3.FUSEError) as caught:
+                streams.open(inode, os.O_RDONLY, 4242)
+            assert caught.value.errno == errno.EBUSY
+        assert streams.report() == {"readers": MAX_READERS, "waiting": 0, "refused": 2}
+        streams.release(handles[0])
+        assert streams.owns(streams.open(inode, os.O_RDONLY, 1).fh)
+    [full, room] = [r.getMessage() for r in caplog.records]
+    assert f"{MAX_READERS} readers, its limit" in full and "process 4242" in full
+    assert "room for readers again (2 opens refused" in room
 
 
 def test_what_was_logged_stays_logged_across_changes_of_state(tmp_path: Path) -> None:
