@@ -24,6 +24,7 @@ from tests.helpers.kmsg import (
     blocked_in_read,
     dmesg,
     follower,
+    forked_reader,
     kmsg_mount_of,
     kmsg_processes,
     node,
@@ -67,12 +68,7 @@ def test_a_killed_reader_of_its_parents_open_file_ends(tmp_path: Path) -> None:
         child = 0
         try:
             assert b"NVRM: loading" in os.read(fd, 8192)  # the newest: the next one waits
-            child = os.fork()
-            if child == 0:  # pragma: no cover (the child)
-                try:
-                    os.read(fd, 8192)
-                finally:
-                    os._exit(0)
+            child = forked_reader(fd)
             wait_for(lambda: blocked_in_read(child), 30, "the child in read")
             os.kill(child, signal.SIGKILL)
             wait_for(lambda: os.waitpid(child, os.WNOHANG)[0] == child, 30,

@@ -1,10 +1,12 @@
 """The kmsg mount's process (``mokkafs-kmsg``, native/mokkafs_kmsg.c) on a real mount, the
 daemon's side of its socket played here to relay.py's formats: its root is one read-only
 file of the stream size; each open, read and release reaches the daemon with the opener's
-flags and PID, the handle and the offset; replies are taken in any order, errors pass as
-their errno; its mount has the options the view's has; a stop signal answers a waiting read
-ENOTCONN and unmounts; the daemon's end closing ends it without unmounting; a mount that
-fails is an error and exit status 1. The daemon's own use of it: tests/fuse/test_kmsg.py."""
+flags and PID, the handle and the offset (a read: the file's flags at that read); replies
+are taken in any order, errors pass as their errno; a killed reader's waiting read reaches
+the daemon as INTERRUPT; its mount has the options the view's has; a stop signal answers a
+waiting read ENOTCONN and unmounts; the daemon's end closing ends it without unmounting; a
+mount that fails is an error and exit status 1. The daemon's own use of it:
+tests/fuse/test_kmsg.py and tests/fuse/test_kmsg_followers.py."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from mokkafs.fuse.mount import options
 from mokkafs.host import linux
 from mokkafs.host.mountinfo import FSTYPE, fsname, mounted_at
 from mokkafs.serve.kmsg import BINARY
+from tests.helpers.kmsg import forked_reader
 from tests.helpers.mounts import wait_for
 
 
@@ -162,12 +165,7 @@ def test_a_killed_reader_of_a_shared_file_has_its_read_interrupted(tmp_path: Pat
     that read's number; the read's answer (EINTR) lets the child die."""
     with kmsg_mount(tmp_path) as (_, daemon, path):
         fd = opened(daemon, path, 6)
-        child = os.fork()
-        if child == 0:  # pragma: no cover (the child)
-            try:
-                os.read(fd, 100)
-            finally:
-                os._exit(0)
+        child = forked_reader(fd)
         number, op, *_ = daemon.next()
         try:
             assert op == relay.READ

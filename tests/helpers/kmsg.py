@@ -50,6 +50,17 @@ def blocked_in_read(pid: int) -> bool:
         return False
 
 
+def forked_reader(fd: int) -> int:
+    """A child process that reads ``fd`` (its parent's open file) once, then exits: its PID."""
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child)
+        try:
+            os.read(fd, 8192)
+        finally:
+            os._exit(0)
+    return child
+
+
 class Lines:
     """A process's output lines, read as they come."""
 
