@@ -25,10 +25,9 @@ import pyfuse3
 
 from mokkafs.fuse import attrs
 from mokkafs.fuse.policy import CachePolicy
-from mokkafs.fuse.stream import Streams
 from mokkafs.fuse.view import View
 from mokkafs.fuse.writes import Writes, refuse_change, refuse_create
-from mokkafs.tree.nodes import File, Symlink
+from mokkafs.tree.nodes import Symlink
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +74,6 @@ class Operations(pyfuse3.Operations):
         self.observe = observe
         self.enable_symlink_cache = policy.caches_symlinks  # read by patched pyfuse3
         self.enable_write_context = True  # patched pyfuse3: ``write`` gets the writer's context
-        self.streams = Streams(view.holder, view.clock)  # dev/kmsg's readers
         self.writes = Writes(view)
 
     @guarded
@@ -144,17 +142,13 @@ class Operations(pyfuse3.Operations):
     @guarded
     async def open(self, inode: int, flags: int,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
-        entry = self.view.holder.tree.get(inode)
-        if entry is not None and isinstance(entry.node, File) and entry.node.stream:
-            return self.streams.open(inode, flags, ctx.pid)
+        # dev/kmsg's readers reach the kmsg mount over it (docs/kmsg.md), not this file.
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             return await self.writes.open(inode, flags, ctx)
         return await self.policy.open(inode, flags)
 
     @guarded
     async def read(self, fh: int, off: int, size: int) -> bytes:
-        if self.streams.owns(fh):
-            return await self.streams.read(fh, off, size)
         if self.writes.owns(fh):
             return await self.writes.read(fh, off, size)
         return await self.policy.read(fh, off, size)
@@ -212,9 +206,6 @@ class Operations(pyfuse3.Operations):
 
     @guarded
     async def release(self, fh: int) -> None:
-        if self.streams.owns(fh):
-            self.streams.release(fh)
-            return
         if not self.writes.release(fh):
             self.policy.release(fh)
 

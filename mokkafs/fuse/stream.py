@@ -1,6 +1,6 @@
-"""Stream files (``dev/kmsg``) at the FUSE edge: each open keeps its reader's position, and
-every read gives one record, as /dev/kmsg does (kernel/printk/printk.c, ``devkmsg_read``,
-``devkmsg_llseek``).
+"""Stream files (``dev/kmsg``): each open keeps its reader's position, and every read gives
+one record, as /dev/kmsg does (kernel/printk/printk.c, ``devkmsg_read``, ``devkmsg_llseek``).
+They are served through the kmsg mount (``mokkafs.fuse.relay``, docs/kmsg.md).
 
 - Opened ``direct_io``: every read reaches the daemon with the file position, and the kernel
   moves the position by what the read gave.
@@ -9,53 +9,55 @@ every read gives one record, as /dev/kmsg does (kernel/printk/printk.c, ``devkms
   the oldest (``SEEK_SET`` 0, and ``SEEK_DATA``, which without FUSE_LSEEK the kernel answers
   itself: no ``dmesg -c`` clears this log, so it means the oldest too). Any other position
   than where the last read left it is ESPIPE, as kmsg answers such a seek.
-- A read the next record is not there for waits for it (``O_NONBLOCK``: EAGAIN), in its own
-  task: never the FUSE loop. It wakes when the record's time comes or the view is swapped.
+- A read the next record is not there for waits for it, in its own task. ``O_NONBLOCK`` in
+  the file's flags at that read (set at the open or by ``fcntl`` since): EAGAIN instead. It
+  wakes when the record's time comes (on the daemon's clock) or the view is swapped; the
+  relay cancels it when the kernel interrupts it.
 - A reader whose next record the ring dropped gets EPIPE once, then the oldest kept.
 - A buffer too small for the record: EINVAL.
-
-pyfuse3 passes no FUSE_INTERRUPT to a handler, so a waiting read looks at its opener
-every ``CHECK_SECONDS``: one with a signal pending (killed, or interrupted) gets EINTR, so
-its process is not held in the kernel until the next record. At most ``MAX_WAITING`` reads
-wait at once (each holds one of pyfuse3's worker tasks); one more gets EAGAIN.
+- At most ``MAX_READERS`` opens at once. One more fails EBUSY, logged and counted
+  (``refused``): a follower must never take a refusal for the end of the log.
 """
 
 from __future__ import annotations
 
 import errno
 import itertools
+import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyfuse3
 import trio
 
+from mokkafs.clock import Clock, SleepUntil
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.tree.nodes import File
 from mokkafs.tree.stream import Records
 
+log = logging.getLogger(__name__)
+
 END = 1 << 62  # the size a stream file shows: where SEEK_END puts a reader
 FIRST_HANDLE = 1 << 48  # stream handles, apart from any other handle or inode number
-MAX_WAITING = 64
-CHECK_SECONDS = 0.2
+MAX_READERS = 1024
 
 
 @dataclass
 class Reader:
     inode: int
-    pid: int
-    nonblocking: bool
     seq: int | None = None  # the next record's number (None: the oldest, at the first read)
     expect: int = 0  # the file position a read continues at
 
 
 class Streams:
-    def __init__(self, holder: TreeHolder, clock: Callable[[], float]) -> None:
+    def __init__(self, holder: TreeHolder, clock: Clock, sleep_until: SleepUntil) -> None:
         self.holder = holder
         self.clock = clock
+        self.sleep_until = sleep_until
         self.readers: dict[int, Reader] = {}
         self.waiting = 0
+        self.refused = 0  # opens refused at MAX_READERS, since the start
+        self._full = False  # refusing, since the last refusal was logged
         self._next = itertools.count(FIRST_HANDLE)
 
     def owns(self, fh: int) -> bool:
@@ -64,12 +66,27 @@ class Streams:
     def open(self, inode: int, flags: int, pid: int) -> pyfuse3.FileInfo:
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise pyfuse3.FUSEError(errno.EROFS)  # (kmsg's writers inject records: not here)
+        if len(self.readers) >= MAX_READERS:
+            self.refused += 1
+            if not self._full:
+                log.warning("the kernel log has %d readers, its limit: refusing opens (EBUSY; "
+                            "process %d first) until one closes", MAX_READERS, pid)
+            self._full = True
+            raise pyfuse3.FUSEError(errno.EBUSY)
         fh = next(self._next)
-        self.readers[fh] = Reader(inode, pid, bool(flags & os.O_NONBLOCK))
+        self.readers[fh] = Reader(inode)
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
     def release(self, fh: int) -> None:
-        self.readers.pop(fh, None)
+        if self.readers.pop(fh, None) is not None and self._full:
+            self._full = False
+            log.info("the kernel log has room for readers again (%d opens refused so far)",
+                     self.refused)
+
+    def report(self) -> dict[str, int]:
+        """For the metrics: the readers and their reads waiting now, the opens refused since
+        the start."""
+        return {"readers": len(self.readers), "waiting": self.waiting, "refused": self.refused}
 
     def _records(self, inode: int) -> Records:
         entry = self.holder.tree.get(inode)
@@ -78,7 +95,8 @@ class Streams:
             raise pyfuse3.FUSEError(errno.ENODEV)  # a swap removed it
         return node.stream.records
 
-    async def read(self, fh: int, off: int, size: int) -> bytes:
+    async def read(self, fh: int, off: int, size: int, flags: int) -> bytes:
+        """Read at file position ``off``; ``flags``: the file's, as they are at this read."""
         reader = self.readers[fh]
         records = self._records(reader.inode)
         now = self.clock()
@@ -103,34 +121,25 @@ class Streams:
                 reader.seq += 1
                 reader.expect = off + len(data)
                 return data
-            if reader.nonblocking or self.waiting >= MAX_WAITING:
+            if flags & os.O_NONBLOCK:
                 raise pyfuse3.FUSEError(errno.EAGAIN)
-            await self._wait(reader, records.next_at(now))
+            await self._wait(records.next_at(now))
 
-    async def _wait(self, reader: Reader, when: float | None) -> None:
-        """Until ``when`` (None: no record is due), a swap, or the next look at the opener."""
+    async def _wait(self, when: float | None) -> None:
+        """Until the daemon's clock reads ``when`` (None: no record is due), or a swap."""
         swapped = self.holder.swapped
         self.waiting += 1
         try:
-            step = CHECK_SECONDS if when is None else min(CHECK_SECONDS,
-                                                         max(0.0, when - self.clock()))
-            with trio.move_on_after(step):
+            if when is None:
                 await swapped.wait()
+                return
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._until, when, nursery.cancel_scope)
+                await swapped.wait()
+                nursery.cancel_scope.cancel()
         finally:
             self.waiting -= 1
-        if signalled(reader.pid):
-            raise pyfuse3.FUSEError(errno.EINTR)
 
-
-def signalled(pid: int) -> bool:
-    """Whether process ``pid`` has a signal pending that it does not block, or is gone.
-    Pid 0 (an opener outside the daemon's PID namespace) cannot be looked at: never."""
-    if pid <= 0:
-        return False
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            fields = dict(line.split(":", 1) for line in status if ":" in line)
-    except OSError:
-        return True
-    pending = int(fields.get("SigPnd", "0"), 16) | int(fields.get("ShdPnd", "0"), 16)
-    return bool(pending & ~int(fields.get("SigBlk", "0"), 16))
+    async def _until(self, when: float, scope: trio.CancelScope) -> None:
+        await self.sleep_until(when)
+        scope.cancel()

@@ -162,6 +162,12 @@ def status_families(s: Status) -> Iterator[Family]:
     for code, count in sorted(writes["refused"].items()):
         refused.add(count, (("errno", code),))
     yield refused
+    kmsg = s.kmsg() if s.kmsg is not None else {"readers": 0, "waiting": 0, "refused": 0}
+    yield gauge("mokkafs_kmsg_readers", "Opens of dev/kmsg (docs/kmsg.md)", kmsg["readers"])
+    yield gauge("mokkafs_kmsg_reads_waiting", "Reads of dev/kmsg waiting for a record",
+                kmsg["waiting"])
+    yield counter("mokkafs_kmsg_opens_refused",
+                  "Opens of dev/kmsg refused at its limit of readers (EBUSY)", kmsg["refused"])
 
 
 REQUEST_SECONDS = ("mokkafs_fuse_request_duration_seconds",

@@ -60,6 +60,9 @@ class Status:
     state_refused: str | None = None
     # the sysfs writes taken (mokkafs.serve.writes.Writer.report), read when asked
     writes: Callable[[], dict[str, Any]] | None = None
+    # dev/kmsg's readers, their reads waiting, and the opens refused at the limit
+    # (mokkafs.fuse.stream.Streams.report), read when asked
+    kmsg: Callable[[], dict[str, int]] | None = None
 
     @property
     def following(self) -> bool:

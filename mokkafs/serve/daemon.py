@@ -13,15 +13,15 @@ previous daemon left -> readiness: a stderr line, and ``READY=1`` to systemd.
 
 While serving, one trio nursery runs the source, the swapper (with the fault scheduler and the
 control socket, which change the view through it), the signal handler and the readiness step
-beside the FUSE loop (the metrics endpoint runs in an outer one, started first). In no-open
-mode it also runs the kmsg mount's process (``mokkafs.serve.kmsg``): readiness waits for its
-mount over ``dev/kmsg``.
+beside the FUSE loop (the metrics endpoint runs in an outer one, started first). It also
+runs the kmsg mount's process (``mokkafs.serve.kmsg``): readiness waits for its mount over
+``dev/kmsg``.
 Those tasks and the ordered stop are ``mokkafs.serve.running.Running``.
 
 Stop (SIGINT/SIGTERM), in a shielded scope bounded by ``Config.shutdown_seconds``: not ready,
 retract the CDI spec, stop the source and the swapper (a compile or build in a worker thread is
 abandoned; a batch of kernel invalidations being sent is finished), unmount the kmsg mount
-(no-open mode), end the FUSE loop; then the
+(its waiting reads get ENOTCONN), end the FUSE loop; then the
 exit stack unmounts, un-shares the parent (unless containers hold it), closes the sysfs
 instances and the metrics endpoint, and the lock is dropped with a record of what is left
 (a share containers hold). A second stop signal changes nothing. SIGHUP re-reads the
@@ -46,7 +46,7 @@ from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.mount import Session, prepare_mountpoint, refuse_link
 from mokkafs.fuse.passthrough import HostView
 from mokkafs.fuse.policies import cache_policy
-from mokkafs.fuse.stream import MAX_WAITING
+from mokkafs.fuse.stream import Streams
 from mokkafs.fuse.view import TreeHolder, View
 from mokkafs.host.netns import NetnsSysfs
 from mokkafs.obs.http import serve_http
@@ -151,12 +151,13 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
             state=state, publish=publish_to(publisher, host_sync),
             persist=state_file.save if state_file is not None else None))
         ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)
-        # no-open mode: dev/kmsg is served by a mount of its own over it (docs/kmsg.md)
-        running.kmsg = kmsg_for(config.cache_mode, config.mountpoint, ops.streams, holder)
+        # dev/kmsg is served by a mount of its own over it (docs/kmsg.md)
+        streams = Streams(holder, wiring.clock, running.sleep_until)
+        status.kmsg = streams.report
+        running.kmsg = kmsg_for(config.mountpoint, streams, holder)
         inner = await stack.enter_async_context(trio.open_nursery())
         stack.callback(inner.cancel_scope.cancel)
         running.start(inner, state, tree, policy.background, signals)
-        # pyfuse3's 99 worker tasks, and one more for each read a stream may hold waiting
-        await pyfuse3.main(max_tasks=99 + MAX_WAITING)
+        await pyfuse3.main()
     if running.failure is not None:
         raise running.failure

@@ -1,7 +1,7 @@
-"""The kmsg mount, in no-open mode: a process of the daemon's that mounts a second FUSE
+"""The kmsg mount, in both cache modes: a process of the daemon's that mounts a second FUSE
 connection over the view's ``dev/kmsg`` and relays its readers' requests to the daemon's
 ``Streams`` (``mokkafs.fuse.relay``; docs/kmsg.md says why). The process is ``mokkafs-kmsg``
-(``BINARY``), a C program built from native/mokkafs_kmsg.c into the package (setup.py).
+(``BINARY``), a C program built from native/ into the package (setup.py).
 
 - Started in the daemon's nursery once the view's loop answers (mounting there looks up
   ``dev/kmsg`` through it); readiness waits for its first attempt (``first``).
@@ -9,7 +9,8 @@ connection over the view's ``dev/kmsg`` and relays its readers' requests to the 
   started again (after ``RESTART_SECONDS``, doubled up to ``RESTART_MAX`` while it keeps
   failing to mount). The view's mount never depends on it.
 - The ordered stop (``stop``) runs before the view's loop ends: SIGTERM to the process, by
-  its own PID, which unmounts; past ``STOP_SECONDS``, SIGKILL and a lazy unmount. The process
+  its own PID, which answers its waiting reads ENOTCONN and unmounts; past ``STOP_SECONDS``,
+  SIGKILL and a lazy unmount. So no reader, however long it waits, holds the daemon. The process
   has a session of its own, so a terminal's SIGINT reaches the daemon alone, which stops it
   in that order.
 - Cancelled without a stop (the loop ended some other way), the process is killed; the
@@ -27,7 +28,6 @@ from pathlib import Path
 import trio
 
 from mokkafs.errors import MountError
-from mokkafs.fuse.cache_mode import CacheMode
 from mokkafs.fuse.relay import serve_relay
 from mokkafs.fuse.stream import Streams
 from mokkafs.fuse.view import TreeHolder
@@ -149,13 +149,12 @@ class KmsgMount:
         await self._done.wait()
 
 
-def kmsg_for(mode: CacheMode, mountpoint: Path, streams: Streams,
-             holder: TreeHolder) -> KmsgMount | None:
-    """The kmsg mount a daemon in ``mode`` needs: in no-open mode, for a view that has
-    ``dev/kmsg``; none in keep-cache mode, where the view's own opens serve it."""
-    if mode is not CacheMode.NO_OPEN or holder.tree.resolve(PATH) is None:
+def kmsg_for(mountpoint: Path, streams: Streams, holder: TreeHolder) -> KmsgMount | None:
+    """The kmsg mount a daemon needs, in either cache mode: none for a view without
+    ``dev/kmsg``."""
+    if holder.tree.resolve(PATH) is None:
         return None
     if not os.access(BINARY, os.X_OK):
         raise MountError(f"{BINARY} is not built; reinstall mokkafs (pip install . compiles "
-                         "native/), or serve with --cache-mode keep-cache")
+                         "native/)")
     return KmsgMount(mountpoint, streams, holder)

@@ -2,7 +2,7 @@
 
 One nursery runs the source, the swapper (with the fault scheduler and the control socket,
 which change the view through it), what the cache mode runs in the background, the signal
-handler and the readiness step (and, in no-open mode, the kmsg mount's process). A stop
+handler, the readiness step and the kmsg mount's process. A stop
 (the first SIGINT/SIGTERM) is bounded by ``Config.shutdown_seconds``."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Running:
         self._background_done = trio.Event()
         self._changers_ready = trio.Event()
         self._stopping = False
-        self.kmsg: KmsgMount | None = None  # dev/kmsg's own mount, in no-open mode
+        self.kmsg: KmsgMount | None = None  # dev/kmsg's own mount
         # How tasks wait for a time on the daemon's clock (tests drive their own).
         self.sleep_until = wiring.sleep_until or functools.partial(real_sleep_until,
                                                                    wiring.clock)
@@ -130,8 +130,8 @@ class Running:
             await self._swapper_done.wait()
             await self.swapper.teller.settled()  # the kernel hears the last changes
             await self._background_done.wait()
-            if self.kmsg is not None:  # unmounted while the view's loop still answers
-                await self.kmsg.stop()
+            if self.kmsg is not None:  # unmounted while the view's loop still answers; its
+                await self.kmsg.stop()  # waiting reads end (ENOTCONN), whatever readers do
         if scope.cancelled_caught:
             log.warning("the swapper or the rounds did not stop within %.1fs; unmounting "
                         "anyway", self.config.shutdown_seconds)

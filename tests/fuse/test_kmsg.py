@@ -7,7 +7,6 @@ bench/README.md keeps), never asserted."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import re
@@ -15,30 +14,25 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from mokkafs.fuse.stream import END
-from mokkafs.host.mountinfo import MountEntry, mounted_at
 from tests.helpers.faults import START, fault_node
-from tests.helpers.kmsg import apply, dmesg, field, follower, kmsg_processes, running, xids
-from tests.helpers.live import Live, live_mount, profile_text, rename_over
+from tests.helpers.kmsg import (
+    apply,
+    dmesg,
+    field,
+    follower,
+    kmsg_mount_of,
+    kmsg_processes,
+    node,
+    running,
+    xids,
+)
+from tests.helpers.live import profile_text, rename_over
 from tests.helpers.mounts import REPO, wait_for
-
-
-@contextmanager
-def node(tmp_path: Path, mode: str | None = None, expect: Sequence[str] = ()
-         ) -> Iterator[tuple[Live, Path]]:
-    """An h100 node with a control socket, in ``mode`` (None: the suite's)."""
-    control = tmp_path / "ctl" / "sock"
-    control.parent.mkdir(mode=0o700)
-    pinned = [] if mode is None else ["--cache-mode", mode]
-    with live_mount(tmp_path, "h100", ["--control", str(control), *pinned],
-                    expect=expect) as live:
-        yield live, control
 
 
 def test_dmesg_and_a_follower_see_each_xid_once(tmp_path: Path) -> None:
@@ -142,19 +136,13 @@ def first_record(path: Path) -> bytes:
         os.close(fd)
 
 
-def kmsg_mount_of(mnt: Path) -> MountEntry | None:
-    """The mount of its own over ``dev/kmsg`` (no-open mode), if one is there."""
-    stack = mounted_at(os.path.abspath(mnt / "dev/kmsg"))
-    return stack[-1] if stack else None
-
-
-def test_in_no_open_mode_readers_get_kmsg_semantics(tmp_path: Path) -> None:
-    """The kernel sends no OPEN on the view's connection in this mode (docs/kmsg.md): its
-    dev/kmsg is served by a mount of its own, whose opens reach the daemon. Each reader
+def test_readers_of_the_kmsg_mount_get_kmsg_semantics(tmp_path: Path) -> None:
+    """dev/kmsg is served by a mount of its own, whose opens reach the daemon, in either
+    mode (docs/kmsg.md; in no-open mode the view's connection sends no OPEN). Each reader
     keeps its own position; O_NONBLOCK at the end is EAGAIN; the seeks hold."""
-    with node(tmp_path, "no-open") as (live, _):
+    with node(tmp_path) as (live, _):
         mnt = live.mount.path
-        (mnt / "proc/devices").read_bytes()  # the view's first open: ENOSYS, for good
+        (mnt / "proc/devices").read_bytes()  # no-open mode: the first open, ENOSYS for good
         own = kmsg_mount_of(mnt)
         assert own is not None and own.fstype == "fuse.mokkafs", own
         assert first_record(mnt / "dev/kmsg").startswith(b"6,0,")
@@ -210,9 +198,9 @@ def test_a_swap_wakes_a_blocked_read_and_leaves_the_kmsg_mount(tmp_path: Path) -
 
 
 def test_the_kmsg_mount_is_started_again_when_its_process_dies(tmp_path: Path) -> None:
-    """In no-open mode: its process killed, the daemon logs it and starts another; the
-    view's own mount serves throughout."""
-    with node(tmp_path, "no-open", expect=[r"the kernel log's process \d+ ended"]) as (
+    """Its process killed, the daemon logs it and starts another; the view's own mount
+    serves throughout."""
+    with node(tmp_path, expect=[r"the kernel log's process \d+ ended"]) as (
             live, _):
         mnt = live.mount.path
         devices = (mnt / "proc/devices").read_bytes()
@@ -234,57 +222,23 @@ def test_the_kmsg_mount_is_started_again_when_its_process_dies(tmp_path: Path) -
 
 
 def test_the_kmsg_mount_logs_on_the_daemons_clock(tmp_path: Path) -> None:
-    """In no-open mode, on a clock the test drives: a record is there exactly from its time
-    on the daemon's clock, with that time as its usec (the kmsg mount's process keeps no
-    clock of its own)."""
-    with fault_node(tmp_path, extra=("--cache-mode", "no-open")) as node:
-        path = node.live.mount.path / "dev/kmsg"
+    """On a clock the test drives: a record is there exactly from its time on the daemon's
+    clock, with that time as its usec (the kmsg mount's process keeps no clock of its
+    own)."""
+    with fault_node(tmp_path) as clocked:
+        path = clocked.live.mount.path / "dev/kmsg"
         faults = tmp_path / "later.yaml"
         faults.write_text("faults:\n  - {name: lost, kind: gpu-lost, target: gpu0, after: 50}\n")
-        assert node.fault("apply", str(faults)).returncode == 0
+        assert clocked.fault("apply", str(faults)).returncode == 0
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         try:
             assert field(os.read(fd, 8192).decode(), 2) == int(START * 1e6)
-            node.at(49.5)
+            clocked.at(49.5)
             with pytest.raises(BlockingIOError):
                 os.read(fd, 8192)
-            node.at(50.0)
+            clocked.at(50.0)
             record = os.read(fd, 8192).decode()
         finally:
             os.close(fd)
         assert field(record, 2) == int((START + 50) * 1e6)
         assert xids([record]) == [("0000:1b:00", 79)]
-
-
-def test_at_the_daemons_stop_a_waiting_read_gets_enotconn_and_no_process_is_left(
-        tmp_path: Path) -> None:
-    """In no-open mode: the ordered stop ends the kmsg mount first (SIGTERM to its process,
-    which answers its waiting reads ENOTCONN and unmounts), then the view."""
-    with node(tmp_path, "no-open") as (live, _):
-        mnt, daemon = live.mount.path, live.mount.process
-        [process] = kmsg_processes(daemon.pid)
-        fd = os.open(mnt / "dev/kmsg", os.O_RDONLY)
-        try:
-            os.lseek(fd, 0, os.SEEK_END)
-            got: list[bytes | OSError] = []
-
-            def read() -> None:
-                try:
-                    got.append(os.read(fd, 8192))
-                except OSError as exc:
-                    got.append(exc)
-            reader = threading.Thread(target=read)
-            reader.start()
-            syscall = Path(f"/proc/self/task/{reader.native_id}/syscall")
-            wait_for(lambda: syscall.read_text().startswith(f"0 {fd:#x} "), 30,
-                     "the reader in read(2)")
-            daemon.send_signal(signal.SIGTERM)
-            reader.join(timeout=30)
-            assert not reader.is_alive(), "the waiting read was not answered"
-        finally:
-            with contextlib.suppress(OSError):  # its connection is gone: its FLUSH fails
-                os.close(fd)
-        assert isinstance(got[0], OSError) and got[0].errno == errno.ENOTCONN, got
-        assert daemon.wait(timeout=30) == 0
-        wait_for(lambda: not Path(f"/proc/{process}").exists(), 30, "the kmsg process gone")
-        assert kmsg_mount_of(mnt) is None

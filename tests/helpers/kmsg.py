@@ -1,24 +1,64 @@
-"""Reading the view's kernel log in tests: a follower process (kmsg_follow.py) or util-linux
-``dmesg`` over a mount's ``dev/kmsg``, faults applied over the control socket, and the Xid
-records their lines hold."""
+"""Reading the view's kernel log in tests: an h100 node with a control socket, a follower
+process (kmsg_follow.py) or util-linux ``dmesg`` over a mount's ``dev/kmsg``, faults applied
+over the control socket, and the Xid records their lines hold."""
 
 from __future__ import annotations
 
+import os
 import queue
 import re
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
+from mokkafs.host.mountinfo import MountEntry, mounted_at
 from mokkafs.serve.kmsg import BINARY
+from tests.helpers.live import Live, live_mount
 from tests.helpers.mounts import REPO, wait_for
 
 RECORD = re.compile(r"(\d+),(\d+),(\d+),[-c];(.*)")
 XID = re.compile(r"NVRM: Xid \(PCI:(\w{4}:\w\w:\w\w)\): (\d+), pid='<unknown>', "
                  r"name=<unknown>, ")
+
+
+@contextmanager
+def node(tmp_path: Path, mode: str | None = None, expect: Sequence[str] = ()
+         ) -> Iterator[tuple[Live, Path]]:
+    """An h100 node with a control socket, in ``mode`` (None: the suite's)."""
+    control = tmp_path / "ctl" / "sock"
+    control.parent.mkdir(mode=0o700)
+    pinned = [] if mode is None else ["--cache-mode", mode]
+    with live_mount(tmp_path, "h100", ["--control", str(control), *pinned],
+                    expect=expect) as live:
+        yield live, control
+
+
+def kmsg_mount_of(mnt: Path) -> MountEntry | None:
+    """The mount of its own over ``dev/kmsg``, if one is there."""
+    stack = mounted_at(os.path.abspath(mnt / "dev/kmsg"))
+    return stack[-1] if stack else None
+
+
+def blocked_in_read(pid: int) -> bool:
+    """Whether process ``pid`` (its main thread) waits in read(2) (x86_64's number 0)."""
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text().startswith("0 ")
+    except OSError:
+        return False
+
+
+def forked_reader(fd: int) -> int:
+    """A child process that reads ``fd`` (its parent's open file) once, then exits: its PID."""
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child)
+        try:
+            os.read(fd, 8192)
+        finally:
+            os._exit(0)
+    return child
 
 
 class Lines:
@@ -92,7 +132,7 @@ def xids(lines: list[str]) -> list[tuple[str, int]]:
 
 
 def kmsg_processes(daemon: int) -> list[int]:
-    """The PIDs of daemon ``daemon``'s kmsg mount processes (no-open mode; serve.kmsg)."""
+    """The PIDs of daemon ``daemon``'s kmsg mount processes (serve.kmsg)."""
     out = []
     for task in Path(f"/proc/{daemon}/task").iterdir():
         for pid in (task / "children").read_text().split():

@@ -3,10 +3,12 @@ kmsg watcher, pkg/systemlogmonitor/logwatchers/kmsg; NVSentinel's syslog health 
 open blocking, seek (``end``: SEEK_END, to follow what comes; ``start``: SEEK_DATA), then one
 read per record. Prints ``ready`` once seeked, then for each record the clock reading
 (CLOCK_MONOTONIC, the clock the record's usec counts on) and the record; ``EPIPE`` when the
-ring overtook it. Usage: python -m tests.helpers.kmsg_follow PATH end|start"""
+ring overtook it; the errno's name, and exit status 1, when a read fails otherwise.
+Usage: python -m tests.helpers.kmsg_follow PATH end|start"""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -27,6 +29,9 @@ def main() -> None:
         except BrokenPipeError:
             print("EPIPE", flush=True)
             continue
+        except OSError as exc:
+            print(errno.errorcode.get(exc.errno or 0, str(exc)), flush=True)
+            sys.exit(1)
         if not record:
             print("EOF", flush=True)
             return

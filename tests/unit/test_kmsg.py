@@ -5,6 +5,7 @@ with a clock the test sets."""
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from mokkafs.errors import ProfileError
 from mokkafs.faults import kernel_log
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied, carry
-from mokkafs.fuse.stream import END, Streams
+from mokkafs.fuse.stream import END, MAX_READERS, Streams
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.profile.schema import Fault
 from mokkafs.profile.xid import MAX_XID_RECORDS
@@ -104,6 +105,9 @@ def test_the_xids_a_node_logs_are_bounded(tmp_path: Path) -> None:
         with_faults(tmp_path, faults)
 
 
+NONBLOCK = os.O_RDONLY | os.O_NONBLOCK  # a read's flags: the file's, as they are then
+
+
 class Clock:
     def __init__(self, now: float) -> None:
         self.now = now
@@ -111,12 +115,16 @@ class Clock:
     def __call__(self) -> float:
         return self.now
 
+    async def sleep_until(self, when: float) -> None:
+        while self.now < when:  # noqa: ASYNC110 (the test sets the time; no event)
+            await trio.sleep(0.001)
+
 
 def streams_of(state: State, clock: Clock) -> tuple[Streams, int]:
     tree = tree_of(state)
     entry = tree.resolve(kmsg.PATH)
     assert entry is not None
-    return Streams(TreeHolder(tree), clock), entry.inode
+    return Streams(TreeHolder(tree), clock, clock.sleep_until), entry.inode
 
 
 def test_a_reader_gets_one_record_per_read_and_seeks_as_kmsg_does(tmp_path: Path) -> None:
@@ -128,27 +136,27 @@ def test_a_reader_gets_one_record_per_read_and_seeks_as_kmsg_does(tmp_path: Path
     async def reads() -> None:
         off, seqs = 0, []
         for _ in range(5):
-            data = await streams.read(fh, off, 8192)
+            data = await streams.read(fh, off, 8192, NONBLOCK)
             seqs.append(parsed(data)[1])
             off += len(data)
         assert seqs == [0, 1, 2, 3, 4]
         with pytest.raises(pyfuse3.FUSEError) as caught:  # O_NONBLOCK, nothing new
-            await streams.read(fh, off, 8192)
+            await streams.read(fh, off, 8192, NONBLOCK)
         assert caught.value.errno == errno.EAGAIN
         clock.now = 10.004
-        assert parsed(await streams.read(fh, off, 8192))[1] == 5
-        assert parsed(await streams.read(fh, 0, 8192))[1] == 0  # SEEK_SET 0, SEEK_DATA
+        assert parsed(await streams.read(fh, off, 8192, NONBLOCK))[1] == 5
+        assert parsed(await streams.read(fh, 0, 8192, NONBLOCK))[1] == 0  # SEEK_SET, SEEK_DATA
         clock.now = 10.5
         with pytest.raises(pyfuse3.FUSEError) as caught:  # SEEK_END: after the newest
-            await streams.read(fh, END, 8192)
+            await streams.read(fh, END, 8192, NONBLOCK)
         assert caught.value.errno == errno.EAGAIN
         clock.now = 10.501
-        assert parsed(await streams.read(fh, END, 8192))[1] == 2 + 501
+        assert parsed(await streams.read(fh, END, 8192, NONBLOCK))[1] == 2 + 501
         with pytest.raises(pyfuse3.FUSEError) as caught:  # kmsg seeks nowhere else
-            await streams.read(fh, 7, 8192)
+            await streams.read(fh, 7, 8192, NONBLOCK)
         assert caught.value.errno == errno.ESPIPE
         with pytest.raises(pyfuse3.FUSEError) as caught:  # a buffer too small for it
-            await streams.read(fh, 0, 10)
+            await streams.read(fh, 0, 10, NONBLOCK)
         assert caught.value.errno == errno.EINVAL
 
     trio.run(reads)
@@ -163,12 +171,13 @@ def test_a_reader_the_ring_overtook_gets_epipe_then_the_oldest_kept(tmp_path: Pa
     fh = streams.open(inode, os.O_RDONLY | os.O_NONBLOCK, os.getpid()).fh
 
     async def reads() -> None:
-        data = await streams.read(fh, 0, 8192)
+        data = await streams.read(fh, 0, 8192, NONBLOCK)
         clock.now = 20.0  # 9000 logged since: the ring dropped the next one
         with pytest.raises(pyfuse3.FUSEError) as caught:
-            await streams.read(fh, len(data), 8192)
+            await streams.read(fh, len(data), 8192, NONBLOCK)
         assert caught.value.errno == errno.EPIPE
-        assert parsed(await streams.read(fh, len(data), 8192))[1] == 9001 - kernel_log.RING
+        oldest = await streams.read(fh, len(data), 8192, NONBLOCK)
+        assert parsed(oldest)[1] == 9001 - kernel_log.RING
 
     trio.run(reads)
 
@@ -182,11 +191,11 @@ def test_a_blocking_read_waits_for_the_next_record_and_a_swap_wakes_it(
     faulty = applied(with_faults(tmp_path, LOST.replace("after: 5", "after: 0")), 1.0)
 
     async def reads() -> None:
-        first = await streams.read(fh, 0, 8192)
+        first = await streams.read(fh, 0, 8192, os.O_RDONLY)
         got: list[bytes] = []
         async with trio.open_nursery() as nursery:
             async def follow() -> None:
-                got.append(await streams.read(fh, len(first), 8192))
+                got.append(await streams.read(fh, len(first), 8192, os.O_RDONLY))
             nursery.start_soon(follow)
             await trio.testing.wait_all_tasks_blocked()
             assert not got and streams.waiting == 1
@@ -194,6 +203,48 @@ def test_a_blocking_read_waits_for_the_next_record_and_a_swap_wakes_it(
         assert parsed(got[0])[3].endswith("GPU has fallen off the bus.")
 
     trio.run(reads)
+
+
+def test_the_file_flags_at_each_read_decide_whether_it_waits(tmp_path: Path) -> None:
+    """O_NONBLOCK as the file has it at the read (an fcntl after the open counts), as
+    devkmsg_read looks at file->f_flags; not as it was opened."""
+    quiet = applied(with_faults(tmp_path, LOST.replace("after: 5", "after: 500")), 0.0)
+    streams, inode = streams_of(quiet, Clock(1.0))
+    blocking = streams.open(inode, os.O_RDONLY, os.getpid()).fh
+    nonblocking = streams.open(inode, NONBLOCK, os.getpid()).fh
+
+    async def reads() -> None:
+        with pytest.raises(pyfuse3.FUSEError) as caught:  # made non-blocking since
+            await streams.read(blocking, END, 8192, NONBLOCK)
+        assert caught.value.errno == errno.EAGAIN
+        async with trio.open_nursery() as nursery:  # made blocking since: it waits
+            nursery.start_soon(streams.read, nonblocking, END, 8192, os.O_RDONLY)
+            await trio.testing.wait_all_tasks_blocked()
+            assert streams.waiting == 1
+            nursery.cancel_scope.cancel()
+        assert streams.waiting == 0
+
+    trio.run(reads)
+
+
+def test_an_open_past_the_readers_limit_fails_ebusy_logged_and_counted(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, expected_logs: list[str]) -> None:
+    """Never the look of an end of the log: the open fails (a follower sees it), the daemon
+    logs it once while the readers stay at the limit, and counts each refusal."""
+    expected_logs.append("its limit: refusing opens")
+    streams, inode = streams_of(applied(with_faults(tmp_path, LOST), 0.0), Clock(1.0))
+    handles = [streams.open(inode, os.O_RDONLY, 1).fh for _ in range(MAX_READERS)]
+    with caplog.at_level(logging.INFO, logger="mokkafs.fuse.stream"):
+        for _ in range(2):
+            with pytest.raises(pyfuse3.FUSEError) as caught:
+                streams.open(inode, os.O_RDONLY, 4242)
+            assert caught.value.errno == errno.EBUSY
+        assert streams.report() == {"readers": MAX_READERS, "waiting": 0, "refused": 2}
+        streams.release(handles[0])
+        assert streams.owns(streams.open(inode, os.O_RDONLY, 1).fh)
+    [full, room] = [r.getMessage() for r in caplog.records]
+    assert f"{MAX_READERS} readers, its limit" in full and "process 4242" in full
+    assert "room for readers again (2 opens refused" in room
 
 
 def test_what_was_logged_stays_logged_across_changes_of_state(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""The facts native/mokkafs_kmsg.c keeps a copy of (a C program cannot import them) agree
-with their definitions in the package: the stream file's size, the waiting reads' bound,
-relay.py's formats and operations, and the mount options mokkafs.fuse.mount gives."""
+"""The facts the kmsg mount's C program (native/mokkafs_kmsg.c, native/kmsg_relay.h) keeps a
+copy of (a C program cannot import them) agree with their definitions in the package: the
+stream file's size, relay.py's formats and operations, and the mount options
+mokkafs.fuse.mount gives."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ from pathlib import Path
 
 from mokkafs.fuse import attrs, relay
 from mokkafs.fuse.mount import options
-from mokkafs.fuse.stream import MAX_WAITING
 from tests.helpers.mounts import REPO
 
-SOURCE = (REPO / "native" / "mokkafs_kmsg.c").read_text()
+SOURCE = "".join((REPO / "native" / name).read_text() for name in ("mokkafs_kmsg.c",
+                                                                     "kmsg_relay.h"))
 
 
 def defined(name: str) -> str:
     m = re.search(rf"^#define {name} (.+?)(?:\s*/\*.*)?$", SOURCE, re.M)
-    assert m, f"native/mokkafs_kmsg.c defines no {name}"
+    assert m, f"the kmsg mount's C program defines no {name}"
     return m[1].strip()
 
 
@@ -28,9 +29,8 @@ def value(name: str) -> int:
 
 def test_the_sizes_and_bounds_are_the_packages() -> None:
     assert value("STREAM_SIZE") == attrs.STREAM_SIZE
-    assert value("MAX_WAITING") == MAX_WAITING
     assert value("LARGEST") == relay.LARGEST
-    assert value("REQUEST_SIZE") == relay.REQUEST.size and relay.REQUEST.format == "<QBqqq"
+    assert value("REQUEST_SIZE") == relay.REQUEST.size and relay.REQUEST.format == "<QBqqqq"
     assert value("REPLY_SIZE") == relay.REPLY.size and relay.REPLY.format == "<Qiq"
 
 
@@ -40,7 +40,7 @@ def test_the_operations_are_relays() -> None:
     numbered = dict(part.split(" = ") for part in ops[1].split(", "))
     assert {name: int(n) for name, n in numbered.items()} == {
         "MOUNTED": relay.MOUNTED, "OPEN": relay.OPEN, "READ": relay.READ,
-        "RELEASE": relay.RELEASE}
+        "RELEASE": relay.RELEASE, "INTERRUPT": relay.INTERRUPT}
 
 
 def test_the_mount_options_are_the_views() -> None:
