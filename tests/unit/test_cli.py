@@ -27,6 +27,22 @@ def test_tree_cat_shows_text_and_binary_content() -> None:
     assert missing.returncode == 2 and "no such path in the view" in missing.stderr
 
 
+def test_tree_follows_the_links_in_a_path_as_cat_through_the_mount_does() -> None:
+    vendor = f"sys/bus/pci/devices/{H100_GPU0}/vendor"
+    result = mokkafs("tree", "--profile", "h100", "--cat", vendor)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"-r--r--r-- {vendor} = 0x10de\n"
+    below = mokkafs("tree", "--profile", "h100", f"sys/bus/pci/devices/{H100_GPU0}")
+    lines = below.stdout.splitlines()
+    assert lines[0] == f"drwxr-xr-x sys/bus/pci/devices/{H100_GPU0}", lines[:2]
+    assert f"-r--r--r-- sys/bus/pci/devices/{H100_GPU0}/vendor" in lines
+    root = mokkafs("tree", "--profile", "h100", "sys/bus/../..")
+    assert root.stdout.startswith("drwxr-xr-x sys/bus/../..\n"), root.stdout[:200]
+    assert "\n-r--r--r-- sys/bus/../../proc/devices\n" in root.stdout
+    up = mokkafs("tree", "--profile", "h100", "sys/bus/../../..")
+    assert up.returncode == 2 and "'..' leads outside the view" in up.stderr
+
+
 def test_no_infiniband_leaves_no_trace_of_it() -> None:
     result = mokkafs("tree", "--profile", "h100", "--no-infiniband")
     assert result.returncode == 0, result.stderr
