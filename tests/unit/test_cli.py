@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
+from mokkafs.cli import parser
+from mokkafs.errors import EXIT_STATUSES
 from mokkafs.tree.nodes import File
 from tests.helpers.cli import mokkafs
 from tests.helpers.mounts import REPO
@@ -111,3 +116,25 @@ def test_tree_and_render_never_import_pyfuse3(tmp_path: Path) -> None:
     assert mokkafs("profiles", env=env).returncode == 0
     mount = mokkafs("mount", str(tmp_path), env=env)
     assert "no FUSE here" in mount.stderr  # the one command that needs it does import it
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_help_describes_every_command_and_argument_and_lists_the_exit_statuses() -> None:
+    top = parser()
+    assert "/proc (devices, cpuinfo" in (top.description or "")
+    assert "/dev/nvidia*" in (top.description or "")
+    for p in _parsers(top):
+        assert p.description, f"{p.prog} has no description"
+        for action in p._actions:
+            assert action.help, f"{p.prog}: {action.dest} has no help"
+    shown = mokkafs("--help").stdout
+    statuses = re.findall(r"^  (\d+) +\S", shown.split("exit status:\n", 1)[1], re.M)
+    assert [int(s) for s in statuses] == list(EXIT_STATUSES)
+    assert "exit status:\n" in mokkafs("mount", "--help").stdout
