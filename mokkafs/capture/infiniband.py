@@ -167,6 +167,7 @@ def section(root: Root, hcas: list[Function], node_name: str, notes: Notes
         if how.index is not None:
             out["index"] = how.index
         notes.add("port GUIDs and LIDs: made by mokkafs from the GUID prefix and the node's "
-                  "name or index, as they were: mount with --node-name of node.name", CLASS)
+                  "name (or node.index), as they were: mount with --node-name set to node.name",
+                  CLASS)
     notes.add("InfiniBand counters: per read (the profile's traffic model makes them)", CLASS)
     return out
