@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 from mokkafs.state import IB_ERROR_COUNTERS, Traffic
 
@@ -110,11 +112,11 @@ def counter(traffic: Traffic, name: str, t: float, *, before: bool = False) -> i
 
 
 @functools.lru_cache(maxsize=1024)
-def counters_at(traffic: Traffic, t: float) -> dict[str, int]:
+def counters_at(traffic: Traffic, t: float) -> Mapping[str, int]:
     """Every counter of ``COUNTERS`` and every other one ``traffic`` moves, after t seconds:
     ``counter`` for each name, computed together, so a port's thirty files read at one step
     cost one computation (cached: every file of a port asks with the same traffic and t).
-    The result is shared; callers must not change it."""
+    The result is shared, so it is read-only: a pure function of its arguments, cached."""
     origin = traffic.origin
     t = max(t, origin)
     windows = traffic.windows
@@ -143,7 +145,7 @@ def counters_at(traffic: Traffic, t: float) -> dict[str, int]:
     for direction in ("xmit", "rcv"):
         values[f"port_{direction}_packets"] = (values[f"unicast_{direction}_packets"]
                                                + values[f"multicast_{direction}_packets"])
-    return values
+    return MappingProxyType(values)
 
 
 def moving(traffic: Traffic) -> frozenset[str]:
@@ -163,6 +165,9 @@ def moving(traffic: Traffic) -> frozenset[str]:
     names |= {burst[0] for burst in traffic.windows.bursts}
     if traffic.windows.pauses:
         names.add("link_downed")
+    for direction in ("xmit", "rcv"):  # a port's packets are its unicast + multicast ones
+        if {f"unicast_{direction}_packets", f"multicast_{direction}_packets"} & names:
+            names.add(f"port_{direction}_packets")
     return frozenset(names)
 
 

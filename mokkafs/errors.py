@@ -18,14 +18,45 @@ escape; ``mokkafs.fuse.adapter`` turns anything else into EIO.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
+EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
 EXIT_MOUNTPOINT = 3
 EXIT_CDI = 4
 EXIT_METRICS = 5
 EXIT_CONTROL = 6
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
+
+# What each status means, for ``mokkafs --help`` (README's "Exit status" table says more).
+EXIT_STATUSES = {
+    EXIT_OK: "done; for mount, stopped by SIGINT/SIGTERM and unmounted cleanly",
+    EXIT_INTERNAL: "an unexpected error: a bug (the traceback is printed), or a first "
+                   "compile whose process failed",
+    EXIT_USAGE: "a bad profile, or arguments that cannot work; for fault, faults that "
+                "cannot apply",
+    EXIT_MOUNTPOINT: "the mountpoint is missing and cannot be made, busy, a link, holds "
+                     "files, or cannot be mounted; an unsafe --runtime-dir",
+    EXIT_CDI: "the CDI spec cannot be published, or its directories are unsafe",
+    EXIT_METRICS: "the metrics or health address cannot be served",
+    EXIT_CONTROL: "the control socket or --state-dir cannot be served (or, for fault, "
+                  "reached)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C) before serving",
+}
+
+
+EXIT_STATUS_HEAD = "exit status:"
+
+
+def exit_status_text(width: int = 79) -> str:
+    """The statuses and their meanings, each wrapped below its own (``--help``'s epilog)."""
+    lines = [EXIT_STATUS_HEAD]
+    for code, meaning in EXIT_STATUSES.items():
+        lines += textwrap.wrap(meaning, width, initial_indent=f"  {code:<4} ",
+                               subsequent_indent=" " * 7)
+    return "\n".join(lines)
 
 
 class MokkafsError(Exception):

@@ -90,13 +90,15 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str) -> None
 def daemon(mountpoint: Path, args: Sequence[str], *, log: Path,
            command: Sequence[str] | None = None, env: dict[str, str] | None = None,
            cwd: Path | None = None, ready_timeout: float = 20,
-           stop_timeout: float = 10) -> Iterator[Daemon]:
+           stop_timeout: float = 10, make_mountpoint: bool = True) -> Iterator[Daemon]:
     """Run ``mokkafs mount ARGS MOUNTPOINT`` (or ``command``), logging to ``log``, until it
     serves; on exit stop it with SIGTERM (SIGKILL after ``stop_timeout``). Raises
     RuntimeError, with the log, when it exits before serving. A ``--metrics HOST:PORT`` in
-    ARGS gives the daemon its ``url``."""
+    ARGS gives the daemon its ``url``. The mountpoint is made first, with its parents,
+    unless ``make_mountpoint`` is false (the daemon then makes it itself)."""
     with contextlib.suppress(FileExistsError):  # also a dead mount (stat: ENOTCONN)
-        mountpoint.mkdir(parents=True)
+        if make_mountpoint:
+            mountpoint.mkdir(parents=True)
     cmd = list(command) if command else [sys.executable, "-m", "mokkafs", "mount", *args,
                                           str(mountpoint)]
     url = None

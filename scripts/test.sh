@@ -7,6 +7,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/setup.sh"
 cd "$here"
+# Property tests try the same examples every run, and nothing a run found replays in the next
+# (tests/helpers/hypothesis_profiles.py, docs/testing.md).
+export MOKKAFS_HYPOTHESIS_PROFILE="${MOKKAFS_HYPOTHESIS_PROFILE:-mokkafs-ci}"
 .venv/bin/ruff check mokkafs tests bench scripts
 .venv/bin/mypy
 echo "test: pass 1 of 2, default cache mode (auto: no-open)" >&2

@@ -9,6 +9,7 @@ import pytest
 pytest.register_assert_rewrite("tests.helpers")
 
 pytest_plugins = [
+    "tests.helpers.hypothesis_profiles",  # first: no example database; ci or dev examples
     "tests.helpers.guards",  # autouse: no leaked mount, no unexpected log record
     "tests.helpers.mounts",  # mount_h100
     "tests.helpers.live",  # live

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mokkafs.capture.guarded import Root
@@ -15,7 +17,7 @@ from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function
 from mokkafs.capture.profile_writer import Hex
 from mokkafs.capture.reader import Unreadable
-from mokkafs.profile.identity import name_hash32
+from mokkafs.profile.identity import NodeIdentity, format_guid, name_hash32
 
 CLASS = "sys/class/infiniband"
 
@@ -60,9 +62,9 @@ def _hca(root: Root, name: str, node_name: str) -> dict[str, Any]:
     guid = (_t(root, f"{d}/node_guid") or "").replace(":", "")
     if re.fullmatch(r"[0-9a-f]{16}", guid):
         out["guid_prefix"] = guid[:6]
-        out["_node_id"] = int(guid[6:14], 16)
     try:
-        ports = [e.name for e in root.listdir(f"{d}/ports") if e.name.isdigit()]
+        ports = sorted((e.name for e in root.listdir(f"{d}/ports") if e.name.isdigit()),
+                       key=int)
     except Unreadable:
         ports = []
     out["ports_per_hca"] = max(1, min(len(ports), 2))
@@ -84,6 +86,49 @@ def _hca(root: Root, name: str, node_name: str) -> dict[str, Any]:
     return out
 
 
+def _port_ids(root: Root, name: str) -> list[tuple[int, int]] | None:
+    """(GUID, LID) of each of an HCA's ports, in port order: the GUID is the lower half of
+    GID 0; None where one cannot be read."""
+    d = f"{CLASS}/{name}/ports"
+    try:
+        ports = sorted((e.name for e in root.listdir(d) if e.name.isdigit()), key=int)
+    except Unreadable:
+        return None
+    out = []
+    for port in ports:
+        gid = (_t(root, f"{d}/{port}/gids/0") or "").replace(":", "")
+        lid = _t(root, f"{d}/{port}/lid") or ""
+        if not (re.fullmatch(r"[0-9a-f]{32}", gid) and re.fullmatch(r"0x[0-9a-f]{1,4}", lid)):
+            return None
+        out.append((int(gid[16:], 16), int(lid, 16)))
+    return out or None
+
+
+@dataclass(frozen=True)
+class IbIdentity:
+    """How a profile reproduces the HCAs' port GUIDs and LIDs: made from the node's name
+    (``index`` None) or from ``index``, or, where neither makes them, kept as they are."""
+
+    index: int | None = None
+    keep: bool = False
+
+
+def port_identity(ids: Sequence[list[tuple[int, int]] | None], prefix: str | None, node_name: str,
+                  ports: int) -> IbIdentity | None:
+    """``ids``: each HCA's ports' (GUID, LID), PCI order; None when they could not be read."""
+    if prefix is None or any(i is None or len(i) != ports for i in ids):
+        return None
+    node_id = ids[0][0][0] >> 8 & 0xFFFF_FFFF if ids[0] else 0
+    index = None if node_id == name_hash32(node_name) else node_id
+    try:
+        made = NodeIdentity.derive(node_name, index, prefix, len(ids) * ports)
+    except ValueError:  # an index out of the LID space: no index makes them
+        return IbIdentity(keep=True)
+    slots = [(made.guid(s), made.lid(s)) for s in range(len(ids) * ports)]
+    found = [p for i in ids for p in i or []]
+    return IbIdentity(index) if found == slots else IbIdentity(keep=True)
+
+
 def section(root: Root, hcas: list[Function], node_name: str, notes: Notes
             ) -> dict[str, Any] | None:
     if not hcas:
@@ -96,11 +141,9 @@ def section(root: Root, hcas: list[Function], node_name: str, notes: Notes
     settings = [_hca(root, names[fn.bdf], node_name) for fn in hcas]
     first = settings[0]
     for s, fn in zip(settings[1:], hcas[1:], strict=True):
-        if {k: v for k, v in s.items() if k != "_node_id"} != \
-                {k: v for k, v in first.items() if k != "_node_id"}:
+        if s != first:
             notes.add("HCA settings that differ from the first HCA's: the profile gives every "
                       "HCA the first one's", names[fn.bdf])
-    node_id = first.pop("_node_id", None)
     out: dict[str, Any] = {"enabled": True, **first}
     sub = hcas[0].number("subsystem_device") << 16 | hcas[0].number("subsystem_vendor")
     out["subsystem_id"] = Hex(sub)
@@ -110,9 +153,21 @@ def section(root: Root, hcas: list[Function], node_name: str, notes: Notes
     out["devices"] = [{"bus_id": fn.bdf, "name": names[fn.bdf],
                        **({"role": "nvlink-management"} if b"SW_MNG" in fn.vpd else {})}
                       for fn in hcas]
-    if node_id is not None and node_id != name_hash32(node_name):
-        out["index"] = node_id
+    ids = [_port_ids(root, names[fn.bdf]) for fn in hcas]
+    how = port_identity(ids, first.get("guid_prefix"), node_name, first["ports_per_hca"])
+    if how is None:
+        notes.add("port GUIDs and LIDs not captured: made by mokkafs from the GUID prefix and "
+                  "the node's name", CLASS)
+    elif how.keep:
+        for device, ports in zip(out["devices"], ids, strict=True):
+            device["ports"] = [{"guid": format_guid(g), "lid": Hex(lid)} for g, lid in ports or []]
+        notes.add("port GUIDs and LIDs: kept as they are (devices[].ports): every node that "
+                  "mounts the profile shows them", CLASS)
+    else:
+        if how.index is not None:
+            out["index"] = how.index
+        notes.add("port GUIDs and LIDs: made by mokkafs from the GUID prefix and the node's "
+                  "name (or node.index), as they were: mount with --node-name set to node.name",
+                  CLASS)
     notes.add("InfiniBand counters: per read (the profile's traffic model makes them)", CLASS)
-    notes.add("port GUIDs and LIDs: made by mokkafs from the GUID prefix and the node's name "
-              "or index", CLASS)
     return out

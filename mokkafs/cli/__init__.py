@@ -9,22 +9,43 @@ import sys
 from collections.abc import Sequence
 
 from mokkafs import __version__
+from mokkafs.cli.arguments import sentence
 from mokkafs.cli.commands import COMMANDS, load
-from mokkafs.errors import MokkafsError
+from mokkafs.errors import (
+    EXIT_INTERRUPTED,
+    EXIT_STATUS_HEAD,
+    MokkafsError,
+    exit_status_text,
+)
 from mokkafs.serve.process import setup_logging
 
-DESCRIPTION = ("A simulated GPU node's sysfs and /proc/devices, served over FUSE and computed "
-               "live from a hardware profile.")
+DESCRIPTION = ("A simulated GPU node (DGX/HGX/GB200) as seen from inside: its /sys (PCIe, "
+               "InfiniBand, DMI, CPUs and NUMA nodes, modules), its /proc (devices, cpuinfo, "
+               "meminfo, modules, driver/nvidia) and its /dev/nvidia* nodes, served over FUSE "
+               "and computed live from a YAML hardware profile.")
+
+
+class _Help(argparse.HelpFormatter):
+    """Help text wrapped as argparse wraps it, but the exit statuses' lines kept as made."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(EXIT_STATUS_HEAD):
+            return text
+        return super()._fill_text(text, width, indent)
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="mokkafs", description=DESCRIPTION)
+    epilog = exit_status_text()
+    top = argparse.ArgumentParser(prog="mokkafs", description=DESCRIPTION, epilog=epilog,
+                                  formatter_class=_Help)
     top.add_argument("--version", action="version", version=f"mokkafs {__version__}")
     top.add_argument("--debug", action="store_true", help="log at debug level")
-    sub = top.add_subparsers(dest="command", required=True)
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                             help="one of these (each has its own --help):")
     for name in COMMANDS:
         command = load(name)
-        p = sub.add_parser(command.NAME, help=command.HELP)
+        p = sub.add_parser(command.NAME, help=command.HELP, description=sentence(command.HELP),
+                           epilog=epilog, formatter_class=_Help)
         command.arguments(p)
         p.set_defaults(run=command.run)
     return top
@@ -45,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mokkafs: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `mokkafs tree | head`
         sys.stdout = None
         return 0

@@ -26,6 +26,31 @@ def seconds_or_never(text: str) -> float:
     return float("inf") if text == "never" else seconds(text)
 
 
+def sentence(help_line: str) -> str:
+    """A command's one-line help as the description its own --help shows."""
+    return help_line[:1].upper() + help_line[1:] + "."
+
+
+def control_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--control", type=Path, required=True, metavar="PATH",
+                   help="the serving daemon's control socket (its mount --control)")
+
+
+def served_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mountpoint", type=Path, required=True,
+                   help="where a mokkafs mount serves (exit status 3 when none does)")
+
+
+def add_verbs(p: argparse.ArgumentParser, verbs: dict[str, str]
+              ) -> dict[str, argparse.ArgumentParser]:
+    """A command's verbs (``mokkafs fault apply``), each with its help line and description;
+    the one given is ``args.verb``."""
+    sub = p.add_subparsers(dest="verb", required=True, metavar="VERB",
+                           help="what to do (each has its own --help)")
+    return {name: sub.add_parser(name, help=text, description=sentence(text))
+            for name, text in verbs.items()}
+
+
 def profile_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=DEFAULT_PROFILE,
                    help=f"shipped profile name or YAML file (default: {DEFAULT_PROFILE})")

@@ -12,7 +12,7 @@ from types import TracebackType
 import pyfuse3
 
 from mokkafs.errors import MountError
-from mokkafs.host import linux
+from mokkafs.host import linux, made_dir
 from mokkafs.host.mountinfo import FSTYPE, fsname, mounted_at
 
 log = logging.getLogger(__name__)
@@ -36,8 +36,10 @@ def refuse_link(mountpoint: Path) -> None:
                          f"itself ({os.path.realpath(mountpoint)}, if that is the one)")
 
 
-def prepare_mountpoint(mountpoint: Path, nonempty: bool = False) -> None:
+def prepare_mountpoint(mountpoint: Path, nonempty: bool = False) -> made_dir.DirId | None:
     """Make ``mountpoint`` ready to mount on, or raise ``MountError`` saying why it is not.
+    A missing mountpoint is made where its parent is safe (``mokkafs.host.made_dir``); its
+    identity is returned then, for the daemon to remove it at stop.
 
     A directory that holds files is refused unless ``nonempty``: the mount would hide them
     (libfuse 3 mounts over them without a word).
@@ -48,11 +50,12 @@ def prepare_mountpoint(mountpoint: Path, nonempty: bool = False) -> None:
     kernel's attribute cache and look alive.
     """
     refuse_link(mountpoint)
+    made = None
     try:
         os.statvfs(mountpoint)
     except FileNotFoundError:
-        raise MountError(f"mountpoint {mountpoint} does not exist; create it first "
-                         f"(mkdir -p {mountpoint})") from None
+        made = made_dir.make(Path(os.path.abspath(mountpoint)))
+        log.info("made the mountpoint %s (mode %o)", mountpoint, made_dir.MODE)
     except OSError as exc:
         if exc.errno != errno.ENOTCONN:
             raise MountError(f"mountpoint {mountpoint}: {exc.strerror}") from None
@@ -80,6 +83,7 @@ def prepare_mountpoint(mountpoint: Path, nonempty: bool = False) -> None:
             raise MountError(f"mountpoint {mountpoint} is not empty (it holds {first.name}): "
                              "the mount would hide its files; choose an empty directory, or "
                              "pass --nonempty to mount over them")
+    return made
 
 
 class Session:

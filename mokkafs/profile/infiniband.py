@@ -5,8 +5,8 @@ Placement: where ``infiniband.devices`` puts them (named ``mlx5_N`` in PCI order
 there); else HCA i (``hca_count``, else GPUs x ``hcas_per_gpu``) pairs with GPU ``i*G//H``
 and takes the next free bus after it inside that GPU's root complex, as on HGX boards where
 each GPU and its NIC share a PCIe switch (beyond 8 HCAs per GPU, further ones are more
-functions on those buses, so one switch still holds them all). GUIDs and LIDs: see
-``mokkafs.profile.identity``.
+functions on those buses, so one switch still holds them all). GUIDs and LIDs: made as
+``mokkafs.profile.identity`` says, or as ``devices[].ports`` gives them (a capture's).
 """
 
 from __future__ import annotations
@@ -59,6 +59,34 @@ def check(ib: InfiniBand, count: int, problems: Problems) -> None:
         if name not in IB_ERROR_COUNTERS:
             problems.add(("infiniband", "traffic", "errors_per_sec", name),
                          f"not an error counter; expected one of {', '.join(IB_ERROR_COUNTERS)}")
+    _check_pinned(ib, count, problems)
+
+
+def _check_pinned(ib: InfiniBand, count: int, problems: Problems) -> None:
+    """Ports given as they are (``devices[i].ports``): on every HCA or none, one per port,
+    no GUID twice and no assigned LID twice."""
+    pinned = [(i, d.ports) for i, d in enumerate(ib.devices) if d.ports is not None]
+    if not pinned:
+        return
+    if len(pinned) != count:
+        problems.add(("infiniband", "devices"),
+                     f"{len(pinned)} of {count} HCAs give their ports' GUIDs and LIDs: give "
+                     "them for every HCA in devices, or for none (then they are made)")
+    guids: set[int] = set()
+    lids: set[int] = set()
+    for i, ports in pinned:
+        where: YamlPath = ("infiniband", "devices", i, "ports")
+        if len(ports) != ib.ports_per_hca:
+            problems.add(where, f"{len(ports)} ports given; ports_per_hca is "
+                         f"{ib.ports_per_hca}: give one entry per port")
+        for n, port in enumerate(ports):
+            if port.guid in guids:
+                problems.add((*where, n, "guid"),
+                             f"{identity.format_guid(port.guid)} is another port's GUID")
+            if port.lid and port.lid in lids:
+                problems.add((*where, n, "lid"), f"LID {port.lid:#x} is another port's")
+            guids.add(port.guid)
+            lids.add(port.lid)
 
 
 def declared(ib: InfiniBand) -> list[Placed]:
@@ -111,11 +139,11 @@ def names(placed: list[Placed], problems: Problems) -> list[str]:
 
 def hcas(ib: InfiniBand, bdfs: list[Bdf], hca_names: list[str], node_name: str,
          node_index: int | None) -> tuple[Hca, ...]:
-    """The HCAs at ``bdfs`` (PCI order), with node-unique port GUIDs and LIDs. Raises
-    ValueError when the node index does not fit the LID space."""
+    """The HCAs at ``bdfs`` (PCI order), with node-unique port GUIDs and LIDs, or those
+    ``devices`` gives (``check`` made sure every HCA has them then). Raises ValueError when
+    the node index does not fit the LID space."""
     ports = ib.ports_per_hca
-    ident = identity.NodeIdentity.derive(node_name, node_index, ib.guid_prefix,
-                                         len(bdfs) * ports)
+    ids = _port_ids(ib, bdfs, node_name, node_index)
     t = ib.traffic
     traffic = Traffic(t.xmit_bytes_per_sec, t.rcv_bytes_per_sec, t.mean_packet_bytes,
                       t.multicast_fraction, t.xmit_wait_per_sec,
@@ -123,7 +151,7 @@ def hcas(ib: InfiniBand, bdfs: list[Bdf], hca_names: list[str], node_name: str,
     out = []
     for i, (bdf, name) in enumerate(zip(bdfs, hca_names, strict=True)):
         port_list = tuple(
-            IbPort(number=p, guid=ident.guid(i * ports + p - 1), lid=ident.lid(i * ports + p - 1),
+            IbPort(number=p, guid=ids[i][p - 1][0], lid=ids[i][p - 1][1],
                    sm_lid=identity.SM_LID, state=ib.port_state, phys_state=ib.phys_state,
                    rate_gbps=ib.rate_gbps, link_layer=ib.link_layer,
                    umad_index=i * ports + p - 1, traffic=traffic)
@@ -136,6 +164,22 @@ def hcas(ib: InfiniBand, bdfs: list[Bdf], hca_names: list[str], node_name: str,
             hw_rev=ib.hw_rev, board_id=ib.board_id, node_desc=desc, ports=port_list,
             gid_table_len=ib.gid_table_len, pkey_table_len=ib.pkey_table_len))
     return tuple(out)
+
+
+def _port_ids(ib: InfiniBand, bdfs: list[Bdf], node_name: str, node_index: int | None
+              ) -> list[list[tuple[int, int]]]:
+    """Each HCA's ports' (GUID, LID): as ``devices`` gives them, else made for the node."""
+    ports = ib.ports_per_hca
+    given = {str(d.bus_id): d.ports for d in ib.devices if d.ports is not None}
+    if given:
+        pinned = [given.get(str(bdf)) or [] for bdf in bdfs]
+        if any(len(p) != ports for p in pinned):  # check() names the field
+            raise ValueError("devices: give every HCA's ports' GUIDs and LIDs, one per port")
+        return [[(q.guid, q.lid) for q in p] for p in pinned]
+    ident = identity.NodeIdentity.derive(node_name, node_index, ib.guid_prefix,
+                                         len(bdfs) * ports)
+    return [[(ident.guid(i * ports + p), ident.lid(i * ports + p)) for p in range(ports)]
+            for i in range(len(bdfs))]
 
 
 def with_vpd(functions: tuple[PciFunction, ...], ib: InfiniBand, node_name: str,

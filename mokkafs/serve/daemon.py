@@ -79,6 +79,8 @@ async def serve(config: Config, wiring: Wiring) -> None:
         owned.undo(release_share=False)  # a share a dead daemon left is adopted instead
         await _serve(config, wiring, owned)
     finally:
+        for line in owned.remove_made_dir():  # once unmounted, and the share released
+            log.info("%s", line)
         owned.close()
 
 
@@ -89,7 +91,9 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
     metrics = Metrics(status)
     now = wiring.clock()
     profile = applied(await wiring.source.initial(), now)  # its faults' timing starts now
-    prepare_mountpoint(config.mountpoint, config.nonempty)
+    made = prepare_mountpoint(config.mountpoint, config.nonempty)
+    if made is not None:
+        owned.update(made_dir=made)
     if config.control is not None:
         check_apart(config.control, config.mountpoint)
         check_place(config.control)

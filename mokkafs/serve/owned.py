@@ -9,8 +9,9 @@ another user or may be written by others) each mountpoint has a directory of its
   the process dies, however it dies);
 - ``record.json`` (0600, replaced atomically): the mountpoint, the daemon's pid, the mount
   id of its FUSE mount, the mount id of the share over the parent it made or adopted, the
-  CDI spec it wrote (its directory's identity and the SHA-256 of its content), and the
-  ``--host-dev`` nodes it made (each path with its device number, inode and device root);
+  CDI spec it wrote (its directory's identity and the SHA-256 of its content), the
+  ``--host-dev`` nodes it made (each path with its device number, inode and device root), and
+  the mountpoint's device and inode when the daemon made it (``mokkafs.host.made_dir``);
 - ``scratch/``: where the daemon mounts sysfs instances for an instant.
 
 ``Owned.undo`` (cleanup, or the next daemon before it mounts) acts on a dead daemon's record
@@ -36,7 +37,7 @@ from mokkafs.delivery import host_dev
 from mokkafs.delivery.share import release_parent
 from mokkafs.delivery.specdir import SpecDir, SpecRef
 from mokkafs.errors import MountError
-from mokkafs.host import linux
+from mokkafs.host import linux, made_dir
 from mokkafs.host.mountinfo import FSTYPE, fsname, mounted_at, mounts_of
 
 log = logging.getLogger(__name__)
@@ -53,11 +54,12 @@ class Record:
     share: int | None = None  # the tmpfs over the parent (mokkafs.delivery.share)
     spec: SpecRef | None = None
     host_dev: tuple[host_dev.Made, ...] = ()  # --host-dev: the nodes made in the host's /dev
+    made_dir: made_dir.DirId | None = None  # the mountpoint, when the daemon made it
 
     @property
     def empty(self) -> bool:
         return self.mount_id is None and self.share is None and self.spec is None \
-            and not self.host_dev
+            and not self.host_dev and self.made_dir is None
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Record:
@@ -67,10 +69,12 @@ class Record:
                                    (int(m["ino"][0]), int(m["ino"][1]), int(m["ino"][2])),
                                    str(m.get("root", "")))
                      for m in data.get("host_dev", ()))
+        mine = data.get("made_dir")
         return cls(str(data["mountpoint"]), int(data.get("pid", 0)), data.get("mount_id"),
                    data.get("share"), None if spec is None else SpecRef(
                        str(spec["path"]), (int(spec["dir"][0]), int(spec["dir"][1])),
-                       tuple(str(h) for h in spec["sha256"])), made)
+                       tuple(str(h) for h in spec["sha256"])), made,
+                   None if mine is None else (int(mine[0]), int(mine[1])))
 
 
 def _private(path: Path, fd: int) -> None:
@@ -226,9 +230,23 @@ class Owned:
             if not any(m.mount_id == share for m in mounted_at(parent)):
                 share = None
         self.update(share=share)
+        if left.made_dir is not None:
+            self.update(made_dir=left.made_dir)
+            done += self.remove_made_dir()
         for line in done:
             log.warning("%s", line)
         return done
+
+    def remove_made_dir(self) -> list[str]:
+        """Remove the mountpoint the record says the daemon made, unless a share covers its
+        parent (containers hold it: the next daemon or ``cleanup`` removes it once none
+        does). Returns what was done."""
+        made = self.record.made_dir
+        if made is None or self.record.share is not None:
+            return []
+        line = made_dir.remove(self.mountpoint, made)
+        self.update(made_dir=None)
+        return [] if line is None else [line]
 
     def _detach(self, mount_id: int) -> bool:
         stack = mounted_at(self.mountpoint)

@@ -43,6 +43,8 @@ def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Ite
         yield File(f"{d}/vpd", fn.vpd, 0o600)
     yield File(f"{d}/remove", b"", 0o220, error=13)
     yield File(f"{d}/rescan", b"", 0o200, error=13)
+    if made:  # as the made function has it; a capture cannot read it (write-only)
+        yield File(f"{d}/reset", b"", 0o200, error=13)
     yield from power.of_pci_function(d, state)
     if fn.driver:
         yield relative_link(f"{d}/driver", f"sys/bus/pci/drivers/{fn.driver}")

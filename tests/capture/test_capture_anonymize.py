@@ -12,8 +12,7 @@ from pathlib import Path
 import yaml
 
 from mokkafs.capture.anonymize import UUID, anonymize
-from mokkafs.profile.compile import Options
-from mokkafs.profile.resolve import compile_text
+from tests.helpers.captures import mounted
 from tests.helpers.mounts import REPO, SHIPPED_PROFILES
 
 
@@ -42,7 +41,14 @@ def test_anonymized_captures_are_stable_unique_and_say_what_they_replaced(
     assert "# anonymized: replaced 8 distinct UUIDs" in first.stdout
     doc = yaml.safe_load(first.stdout)
     assert re.fullmatch(r"node-[0-9a-f]{8}", doc["node"]["name"])
-    compile_text(first.stdout, "anonymized", Options(node_name=doc["node"]["name"]))
+    anonymized = tmp_path / "anonymized.yaml"
+    anonymized.write_text(first.stdout)
+    with mounted(anonymized, tmp_path, "--node-name", doc["node"]["name"]) as mount:
+        served = sorted(p.name for p in (mount.sys / "class/infiniband").iterdir())
+        assert served == sorted(d["name"] for d in doc["infiniband"]["devices"])
+        uuids_served = (mount.path / "proc/driver/nvidia/gpus").iterdir()
+        assert not any(u in (g / "information").read_text() for g in uuids_served
+                       for u in uuids)
 
 
 def test_pseudonyms_keep_format_and_distinctness() -> None:

@@ -10,12 +10,11 @@ it gets the 64-byte header and says so (test_capture_hostile). This test reads t
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.mounts import REPO, mokkafs_mount
+from tests.helpers.captures import mounted, run_capture
 from tests.helpers.tools import require_tool
 
 
@@ -29,12 +28,9 @@ def lspci(*args: str, sysfs: Path | None = None) -> str:
 def test_the_mount_of_this_hosts_capture_lists_its_pci_devices_byte_for_byte(
         tmp_path: Path, args: tuple[str, ...]) -> None:
     captured = tmp_path / "host.yaml"
-    done = subprocess.run([sys.executable, "-m", "mokkafs", "capture", "--output",
-                           str(captured)], capture_output=True, text=True, timeout=120,
-                          cwd=REPO)
+    done = run_capture("--output", str(captured), timeout=120)
     assert done.returncode == 0, done.stderr
     host = lspci(*args)
     assert host.strip()
-    with mokkafs_mount(tmp_path / "m" / "mnt", ["--profile", str(captured), "--node-name",
-                                                "node-a", "--host-sysfs", "none"]) as mount:
+    with mounted(captured, tmp_path / "m", "--node-name", "node-a") as mount:
         assert lspci(*args, sysfs=mount.sys) == host

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from mokkafs.profile.compile import Options
-from mokkafs.profile.resolve import compile_text
+from tests.helpers.captures import mounted
 from tests.helpers.mounts import REPO
 
 BDF = "0000:00:01.0"
@@ -75,7 +74,8 @@ def test_a_hostile_tree_is_captured_around_what_it_skips(tmp_path: Path) -> None
     assert [f["bdf"] for f in kept] == [BDF]
     assert "subsystem_vendor" not in kept[0]["attributes"]
     assert kept[0]["attributes"]["vendor"] == "0x1af4\n"
-    compile_text(out.read_text(), str(out), Options(node_name="n"))
+    with mounted(out, tmp_path, "--node-name", "n") as mount:
+        assert (mount.sys / "bus/pci/devices" / BDF / "vendor").read_text() == "0x1af4\n"
 
 
 def test_what_cannot_be_a_root_or_an_output_exits_2(tmp_path: Path) -> None:
@@ -95,6 +95,10 @@ def test_an_unprivileged_capture_of_this_host_says_what_needs_root(tmp_path: Pat
     assert "config space beyond the 64-byte header: it needs root" in done.stderr
     doc = yaml.safe_load(done.stdout)
     assert all(f["config_size"] == 64 for f in doc.get("pci_functions", []))
-    compile_text(done.stdout, "captured", Options(node_name="n"))
+    host = tmp_path / "host.yaml"
+    host.write_text(done.stdout)
+    with mounted(host, tmp_path, "--node-name", "n") as mount:
+        served = {p.name for p in (mount.sys / "bus/pci/devices").iterdir()}
+        assert {f["bdf"] for f in doc.get("pci_functions", [])} <= served
     done = capture("--root", str(tmp_path), user="nobody")  # pytest's 0700 directory
     assert done.returncode == 2 and "not a directory mokkafs can read" in done.stderr

@@ -2,11 +2,12 @@
 as they did. A copy of a DGX H100 mount stands in for the node, changed where real hardware
 differs from what mokkafs makes: each GPU's, HCA's and PCIe switch port's config space (another
 capability list, other BAR addresses), its IRQ and its ``resource``, and each GPU's and HCA's
-IOMMU group (another number, as a real node's firmware gives). The capture describes the
+IOMMU group (another number, as a real node's firmware gives), and each HCA's GUIDs and LID
+(burnt in by the vendor, given by the subnet manager). The capture describes the
 8 GPUs and 12 HCAs by ``devices`` and ``infiniband``, keeps their captured attributes in
 ``pci_functions`` overrides, and the mount of the captured profile shows ``lspci -vvv -nn``
 and ``lspci -tv`` as the tree does, byte for byte, while the NVIDIA driver's and the RDMA
-stack's files are served."""
+stack's files are served, with the HCAs' GUIDs and LIDs as they were."""
 
 from __future__ import annotations
 
@@ -14,20 +15,22 @@ import contextlib
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.helpers.mounts import REPO, mokkafs_mount
+from tests.helpers.captures import mounted, run_capture
 from tests.helpers.tools import require_tool
 
-VIEW = ["--node-name", "node-a", "--host-sysfs", "none"]
+NODE = ["--node-name", "node-a"]
 BUS = "sys/bus/pci/devices"
 PM_CAP = 0x60  # a Power Management capability mokkafs never makes, chained after PCIe's
 GROUPS = "sys/kernel/iommu_groups"
 REAL_GROUP = 500  # a GPU's or HCA's group on the "real" node: 500 + its place in the list
+REAL_GUID = 0xB83F_D203_00A1_0000  # HCA n's: + 0x137 * n (no slot layout of mokkafs's)
+REAL_LID = 0x100  # HCA n's: + 7 * n, as a subnet manager hands them out
+IB = "sys/class/infiniband"
 
 
 def lspci(sysfs: Path, *args: str) -> str:
@@ -98,12 +101,24 @@ def _realize(tree: Path) -> tuple[list[str], list[str]]:
         _as_real((tree / BUS / bdf).resolve(), n)
     for n, bdf in enumerate(gpus + hcas):
         _regroup(tree, bdf, REAL_GROUP + n)
+    for n, name in enumerate(sorted((tree / IB).iterdir(), key=lambda p: int(p.name[5:]))):
+        _real_guid(name, n)
     return gpus, hcas
+
+
+def _real_guid(hca: Path, n: int) -> None:
+    """Give an HCA a vendor's GUID and a subnet manager's LID (its one port's)."""
+    h = f"{REAL_GUID + 0x137 * n:016x}"
+    guid = f"{h[0:4]}:{h[4:8]}:{h[8:12]}:{h[12:16]}"
+    for attr in ("node_guid", "sys_image_guid"):
+        (hca / attr).write_text(guid + "\n")
+    (hca / "ports/1/gids/0").write_text(f"fe80:0000:0000:0000:{guid}\n")
+    (hca / "ports/1/lid").write_text(f"0x{REAL_LID + 7 * n:x}\n")
 
 
 def _node(tmp_path: Path) -> tuple[Path, list[str], list[str]]:
     tree = tmp_path / "node"
-    with mokkafs_mount(tmp_path / "a" / "mnt", ["--profile", "h100", *VIEW]) as first:
+    with mounted("h100", tmp_path / "a", *NODE) as first:
         _copy(first.path, tree)
     gpus, hcas = _realize(tree)
     assert len(gpus) == 8 and len(hcas) == 12
@@ -111,9 +126,7 @@ def _node(tmp_path: Path) -> tuple[Path, list[str], list[str]]:
 
 
 def _capture(tree: Path, captured: Path) -> tuple[dict[str, Any], str]:
-    done = subprocess.run([sys.executable, "-m", "mokkafs", "capture", "--root", str(tree),
-                           "--node-name", "node-a", "--output", str(captured)],
-                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    done = run_capture("--root", str(tree), *NODE, "--output", str(captured))
     assert done.returncode == 0, done.stderr
     return yaml.safe_load(captured.read_text()), done.stderr
 
@@ -128,7 +141,7 @@ def test_a_capture_of_a_real_like_node_describes_its_gpus_and_hcas_as_they_were(
     overridden = {e["bdf"] for e in doc["pci_functions"] if e.get("overrides")}
     assert set(gpus) | set(hcas) <= overridden
     assert "kept verbatim" not in stderr, stderr
-    with mokkafs_mount(tmp_path / "b" / "mnt", ["--profile", str(captured), *VIEW]) as second:
+    with mounted(captured, tmp_path / "b", *NODE) as second:
         for args in (("-vvv", "-nn"), ("-tv",)):
             assert lspci(second.sys, *args) == lspci(tree / "sys", *args)
         shown = lspci(second.sys, "-vvv", "-nn")
@@ -149,6 +162,9 @@ def test_a_capture_of_a_real_like_node_describes_its_gpus_and_hcas_as_they_were(
         for name in names:
             device = (second.sys / f"class/infiniband/{name}/device").resolve()
             assert device.name in hcas
+            for attr in ("node_guid", "sys_image_guid", "ports/1/gids/0", "ports/1/lid"):
+                assert (second.path / IB / name / attr).read_text() == \
+                    (tree / IB / name / attr).read_text(), (name, attr)
 
 
 def test_a_gpu_the_sections_put_elsewhere_is_kept_verbatim_and_the_others_described(
@@ -165,7 +181,7 @@ def test_a_gpu_the_sections_put_elsewhere_is_kept_verbatim_and_the_others_descri
     assert not entries[gpus[-1]].get("overrides") and entries[gpus[-1]]["driver"] == "nvidia"
     ib = sorted(d["bus_id"] for d in doc["infiniband"]["devices"])
     assert ib and set(ib) < set(hcas)  # the HCAs on the GPU's root complex are kept too
-    with mokkafs_mount(tmp_path / "b" / "mnt", ["--profile", str(captured), *VIEW]) as second:
+    with mounted(captured, tmp_path / "b", *NODE) as second:
         for args in (("-vvv", "-nn"), ("-tv",)):
             assert lspci(second.sys, *args) == lspci(tree / "sys", *args)
         gpu_dirs = sorted(p.name for p in (second.path / "proc/driver/nvidia/gpus").iterdir())

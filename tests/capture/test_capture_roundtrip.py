@@ -5,26 +5,26 @@ the MIG instances, which no file describes whole (their profiles are NVML's: doc
 
 The default pass (no-open) runs every profile. The keep-cache pass runs three of them, one of
 each shape (a DGX with MIG, a Grace tray, nvml-mock's): a capture reads the same tree in either
-mode, and keep-cache answers every read in userspace, about three times slower."""
+mode, and keep-cache answers every read in userspace, about three times slower.
+
+The shipped profiles are mounted without a node name, as the README's first mount is: the
+node's GUIDs and LIDs are then made from the host's name, which the view does not show, so
+the capture must keep them as they are. nvml-mock's are mounted as ``node-a`` and captured
+with that name: the name and the GUIDs agree, and nothing is pinned."""
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.mounts import REPO, mokkafs_mount
+from tests.helpers.captures import mounted, run_capture
+from tests.helpers.mounts import SHIPPED_PROFILES
 from tests.helpers.pass_mode import PASS_MODE
 from tests.helpers.profiles import ALL_PROFILES, profile_id
 from tests.helpers.views import differences, snapshot
 
-NODE = ["--node-name", "node-a"]
-# The view alone: the host's sysfs, which shows through beneath it by default, is not the
-# profile's and changes under other tests (loop and zram devices come and go).
-VIEW = [*NODE, "--host-sysfs", "none"]
 # What a capture leaves out: MIG instances (their capabilities and their nvidia-cap nodes).
 SHAPES = ("profiles/h100-mig", "profiles/gb200", "nvml-mock/b200")
 ROUND_TRIPS = ALL_PROFILES if PASS_MODE != "keep-cache" else \
@@ -36,22 +36,23 @@ NOT_CAPTURED = re.compile(r"^(dev/nvidia-caps/nvidia-cap(?![12]$)\d+|"
                           r"proc/driver/nvidia/capabilities/gpu\d+(/.*)?)$")
 
 
-def capture(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mokkafs", "capture", "--root", str(root),
-                           *NODE, *extra], capture_output=True, text=True, timeout=300,
-                          cwd=REPO)
+def node_args(profile: Path) -> list[str]:
+    """The node name mount and capture get: none for the shipped profiles (the host's name,
+    which the view does not show), ``node-a`` for nvml-mock's."""
+    return [] if profile.parent == SHIPPED_PROFILES else ["--node-name", "node-a"]
 
 
 @pytest.mark.parametrize("profile", ROUND_TRIPS, ids=profile_id)
 def test_a_capture_of_a_mount_serves_the_same_view(tmp_path: Path, profile: Path) -> None:
     captured = tmp_path / "captured.yaml"
-    with mokkafs_mount(tmp_path / "a" / "mnt", ["--profile", str(profile), *VIEW]) as first:
-        done = capture(first.path, "--output", str(captured))
+    node = node_args(profile)
+    with mounted(profile, tmp_path / "a", *node) as first:
+        done = run_capture("--root", str(first.path), *node, "--output", str(captured))
         assert done.returncode == 0, done.stderr
         before = {p: v for p, v in snapshot(first.path).items() if not NVML_PLACE.match(p)}
     header = captured.read_text().splitlines()[0]
     assert header.endswith(" kept verbatim") and ", 0 kept verbatim" in header, header
-    with mokkafs_mount(tmp_path / "b" / "mnt", ["--profile", str(captured), *VIEW]) as second:
+    with mounted(captured, tmp_path / "b", *node) as second:
         after = {p: v for p, v in snapshot(second.path).items() if not NVML_PLACE.match(p)}
     assert len(before) > 1000
     left_out = {p for p in before if NOT_CAPTURED.match(p)}

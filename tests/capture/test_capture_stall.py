@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from mokkafs.testing import bare_fs, wait_for
+from tests.helpers.captures import mounted
 from tests.helpers.mounts import REPO, is_mounted
 from tests.helpers.stall_fs import ATTRIBUTES, BDF, STALLED_DIR, STALLED_FILE, STALLED_LOOKUP
 
@@ -72,6 +73,9 @@ def test_what_never_answers_costs_its_time_limit_and_no_process(tmp_path: Path) 
     assert [f["bdf"] for f in kept] == [BDF]
     assert kept[0]["attributes"] == ATTRIBUTES  # every normal file, and not the stalled one
     assert kept[0]["config"] == "f41a4110"
+    with mounted(out, tmp_path, "--node-name", "n") as mount:
+        assert (mount.sys / "bus/pci/devices" / BDF / "config").read_bytes()[:4] == \
+            bytes.fromhex("f41a4110")
     # The killed readers the kernel held for the unanswered requests go with the server.
     try:
         wait_for(lambda: not in_session(capture.pid), 20, "the capture's readers to go")

@@ -1,15 +1,18 @@
-"""The README's two commands, run as written (the test command is running this very test)."""
+"""The README's two commands, run as written (the test command is running this very test);
+lines of its Use block as typed, and its exit statuses as the commands define them."""
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 from pathlib import Path
 
-from tests.helpers.mounts import REPO, is_mounted, wait_for
+from mokkafs.errors import EXIT_STATUSES
+from tests.helpers.mounts import REPO, Mount, is_mounted, mokkafs_mount, wait_for
 
 
 def readme_commands() -> list[str]:
@@ -64,3 +67,43 @@ def test_demo_mounts_shows_lspci_and_unmounts_on_ctrl_c(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def use_line(start: str) -> str:
+    """The line of README's Use block that starts with ``start``, without its comment."""
+    block = re.search(r"## Use\n\n```\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert block, "README has a Use block"
+    lines = [line.split("  #")[0].strip() for line in block.group(1).splitlines()]
+    found = [line for line in lines if line.startswith(start)]
+    assert found, f"README's Use block has no line starting {start!r}"
+    return found[0]
+
+
+def test_the_readmes_first_mount_works_as_typed(tmp_path: Path) -> None:
+    """``mokkafs mount --profile h100 /run/mokkafs`` on a node where /run/mokkafs does not
+    exist yet; a fresh directory like /run (root's, 0755) stands in for /run."""
+    line = use_line("mokkafs mount --profile h100 /run/mokkafs")
+    run = tmp_path / "run"
+    run.mkdir(mode=0o755)
+    args = shlex.split(line.replace("/run/", f"{run}/"))[2:]
+    mnt = Path(args.pop())
+    with mokkafs_mount(mnt, args, make_mountpoint=False) as mount:
+        assert (mount.sys / "class/dmi/id/product_name").read_text() == "DGXH100\n"
+    assert not mnt.exists()
+
+
+def test_what_lspci_says_on_stderr_is_explained(mount_h100: Mount) -> None:
+    line = use_line("lspci ")
+    done = subprocess.run(shlex.split(line.replace("/run/mokkafs", str(mount_h100.path))),
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert "Kernel driver in use: nvidia" in done.stdout
+    readme = (REPO / "README.md").read_text()
+    for said in done.stderr.splitlines():
+        what = said.split(": ")[1] if ": " in said else said  # lspci: WHAT: error -2
+        assert what in readme, f"README does not explain lspci's {said!r}"
+
+
+def test_the_readmes_exit_statuses_are_the_commands(tmp_path: Path) -> None:
+    text = (REPO / "README.md").read_text().split("### Exit status", 1)[1]
+    table = re.findall(r"^\| (\d+) \|", text.split("\n\n", 2)[1], re.M)
+    assert [int(s) for s in table] == list(EXIT_STATUSES)

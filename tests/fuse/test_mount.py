@@ -338,7 +338,7 @@ def test_missing_and_busy_mountpoints_are_clear_errors(tmp_path: Path) -> None:
         return subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",
                                str(mnt)], capture_output=True, text=True, cwd=REPO, timeout=30)
 
-    missing = run(tmp_path / "nope")
+    missing = run(tmp_path / "no" / "nope")  # (a missing one in a safe parent is made)
     assert missing.returncode == 3 and "does not exist" in missing.stderr
     with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4"]):
         busy = run(tmp_path / "mnt")

@@ -48,7 +48,7 @@ def unexpected_complaints(log: str, expect: Sequence[str] = ()) -> list[str]:
 def mokkafs_mount(mountpoint: Path, args: Sequence[str], *,
                   command: Sequence[str] | None = None,
                   env: dict[str, str] | None = None,
-                  expect: Sequence[str] = ()) -> Iterator[Mount]:
+                  expect: Sequence[str] = (), make_mountpoint: bool = True) -> Iterator[Mount]:
     """Run ``mokkafs mount ARGS MOUNTPOINT`` (or ``command``) until the mount serves; on exit
     send SIGTERM, require a clean exit, an unmounted path, and no complaint in the log but
     those ``expect`` (regular expressions) allows (s3ql's checklogs)."""
@@ -57,7 +57,8 @@ def mokkafs_mount(mountpoint: Path, args: Sequence[str], *,
     log = mountpoint.parent.parent / (f"{mountpoint.parent.name}-{mountpoint.name}."
                                       f"{next(_daemons)}.log")
     try:
-        with daemon(mountpoint, args, log=log, command=command, env=env, cwd=REPO) as mount:
+        with daemon(mountpoint, args, log=log, command=command, env=env, cwd=REPO,
+                    make_mountpoint=make_mountpoint) as mount:
             yield mount
     finally:
         if is_mounted(mountpoint):

@@ -4,7 +4,6 @@ a fixed node name, start and load times, and a fixed host /proc/devices."""
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 from mokkafs.profile.compile import Options
@@ -13,7 +12,8 @@ from mokkafs.state import HostFacts, State
 from mokkafs.surfaces import SURFACES
 from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
-from mokkafs.tree.nodes import File, Symlink
+from mokkafs.tree.follow import follow
+from mokkafs.tree.nodes import File
 from tests.helpers.mounts import NVML_MOCK_PROFILES, SHIPPED_PROFILES
 
 HOST_PROC_DEVICES = (
@@ -57,16 +57,7 @@ def profile_id(path: Path) -> str:
 
 def read_following_links(tree: Tree, rel: str, now: float = 0.0) -> bytes:
     """A file's content in ``tree`` at a mount-relative path, following symlinks the way the
-    kernel resolves them through the mount."""
-    current = ""
-    for part in filter(None, rel.split("/")):
-        current = f"{current}/{part}".lstrip("/")
-        for _ in range(40):
-            entry = tree.resolve(current)
-            assert entry is not None, current
-            if not isinstance(entry.node, Symlink):
-                break
-            current = os.path.normpath(os.path.join(os.path.dirname(current), entry.node.target))
-    entry = tree.resolve(current)
-    assert entry is not None and isinstance(entry.node, File), current
+    kernel resolves them through the mount (``mokkafs.tree.follow``)."""
+    entry = tree.resolve(follow(tree, rel))
+    assert entry is not None and isinstance(entry.node, File), rel
     return entry.node.read(now)

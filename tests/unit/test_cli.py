@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
+from mokkafs.cli import parser
+from mokkafs.errors import EXIT_STATUSES
 from mokkafs.tree.nodes import File
 from tests.helpers.cli import mokkafs
 from tests.helpers.mounts import REPO
@@ -25,6 +30,22 @@ def test_tree_cat_shows_text_and_binary_content() -> None:
     assert all(line.split(" ", 1)[1].startswith(nic) for line in lines)
     missing = mokkafs("tree", "--profile", "h100", "sys/nowhere")
     assert missing.returncode == 2 and "no such path in the view" in missing.stderr
+
+
+def test_tree_follows_the_links_in_a_path_as_cat_through_the_mount_does() -> None:
+    vendor = f"sys/bus/pci/devices/{H100_GPU0}/vendor"
+    result = mokkafs("tree", "--profile", "h100", "--cat", vendor)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"-r--r--r-- {vendor} = 0x10de\n"
+    below = mokkafs("tree", "--profile", "h100", f"sys/bus/pci/devices/{H100_GPU0}")
+    lines = below.stdout.splitlines()
+    assert lines[0] == f"drwxr-xr-x sys/bus/pci/devices/{H100_GPU0}", lines[:2]
+    assert f"-r--r--r-- sys/bus/pci/devices/{H100_GPU0}/vendor" in lines
+    root = mokkafs("tree", "--profile", "h100", "sys/bus/../..")
+    assert root.stdout.startswith("drwxr-xr-x sys/bus/../..\n"), root.stdout[:200]
+    assert "\n-r--r--r-- sys/bus/../../proc/devices\n" in root.stdout
+    up = mokkafs("tree", "--profile", "h100", "sys/bus/../../..")
+    assert up.returncode == 2 and "'..' leads outside the view" in up.stderr
 
 
 def test_no_infiniband_leaves_no_trace_of_it() -> None:
@@ -95,3 +116,25 @@ def test_tree_and_render_never_import_pyfuse3(tmp_path: Path) -> None:
     assert mokkafs("profiles", env=env).returncode == 0
     mount = mokkafs("mount", str(tmp_path), env=env)
     assert "no FUSE here" in mount.stderr  # the one command that needs it does import it
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_help_describes_every_command_and_argument_and_lists_the_exit_statuses() -> None:
+    top = parser()
+    assert "/proc (devices, cpuinfo" in (top.description or "")
+    assert "/dev/nvidia*" in (top.description or "")
+    for p in _parsers(top):
+        assert p.description, f"{p.prog} has no description"
+        for action in p._actions:
+            assert action.help, f"{p.prog}: {action.dest} has no help"
+    shown = mokkafs("--help").stdout
+    statuses = re.findall(r"^  (\d+) +\S", shown.split("exit status:\n", 1)[1], re.M)
+    assert [int(s) for s in statuses] == list(EXIT_STATUSES)
+    assert "exit status:\n" in mokkafs("mount", "--help").stdout

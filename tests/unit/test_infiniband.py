@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mokkafs import counters
 from mokkafs.profile import identity as ib_identity
-from mokkafs.state import Traffic, Windows
+from mokkafs.state import Traffic
 from mokkafs.surfaces.infiniband import device_numbers, rate_text
 from mokkafs.tree.nodes import File, Symlink
 from tests.helpers.profiles import H100_NIC0, device_path, state_of, tree_of
@@ -244,46 +244,6 @@ def test_profile_traffic_model_and_unknown_error_counter(tmp_path: Path) -> None
                                 "  traffic: {errors_per_sec: {symbol_errors: 2}}"))
     with pytest.raises(ProfileError, match=r"infiniband\.traffic\.errors_per_sec\.symbol_errors"):
         state_of(path)
-
-
-_NAMES = (*counters.COUNTERS, "out_of_sequence", "rnr_nak_retry_err")
-_rates = st.floats(0.0, 1e11, allow_nan=False)
-_times = st.floats(0.0, 1e6, allow_nan=False)
-
-
-@st.composite
-def _traffics(draw: st.DrawFn) -> Traffic:
-    names = st.sampled_from(_NAMES)
-    pauses = sorted(draw(st.lists(st.tuples(_times, _times), max_size=3)))
-    return Traffic(
-        draw(_rates), draw(_rates), draw(st.floats(64.0, 4096.0)), draw(st.floats(0.0, 1.0)),
-        draw(st.floats(0.0, 1e6)), tuple(draw(st.lists(st.tuples(names, st.floats(0, 1e4)),
-                                                       max_size=4))),
-        origin=draw(_times), base=tuple(draw(st.lists(
-            st.tuples(names, st.integers(0, 2**40)), max_size=3, unique_by=lambda b: b[0]))),
-        windows=Windows(pauses=tuple((min(a, b), max(a, b)) for a, b in pauses),
-                        bursts=tuple(draw(st.lists(st.tuples(names, st.floats(0, 1e4), _times,
-                                                             _times), max_size=3)))))
-
-
-@settings(max_examples=300, deadline=None)
-@given(_traffics(), _times)
-def test_a_port_computed_at_once_is_every_counter_computed_alone(traffic: Traffic,
-                                                                t: float) -> None:
-    together = counters.counters_at(traffic, t)
-    for name in {*_NAMES, *together}:
-        assert together.get(name, 0) == counters.counter(traffic, name, t), name
-
-
-@settings(max_examples=300, deadline=None)
-@given(_traffics(), _times, _times)
-def test_a_counter_no_rate_burst_or_pause_moves_never_changes(traffic: Traffic, t1: float,
-                                                              t2: float) -> None:
-    # Such counters are fixed files (no round recomputes them): they must really be fixed.
-    still = set(_NAMES) - counters.moving(traffic)
-    for name in still:
-        assert counters.counter(traffic, name, t1) == counters.constant(traffic, name)
-        assert counters.counter(traffic, name, t2) == counters.constant(traffic, name)
 
 
 def test_only_counters_that_move_are_computed_when_read() -> None:

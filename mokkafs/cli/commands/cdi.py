@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from mokkafs.cli.arguments import served_arg
 from mokkafs.delivery.cdi import DEFAULT_VERSION, KIND, VERSIONS, build_spec, validate
 from mokkafs.delivery.mounts import (
     check_parent,
@@ -21,7 +22,7 @@ HELP = "print (or write) the CDI spec of a serving mount"
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mountpoint", type=Path, required=True)
+    served_arg(parser)
     parser.add_argument("--cdi-version", default=None,
                         help=f"CDI spec version, {', '.join(VERSIONS)} (default "
                              f"{DEFAULT_VERSION}: the newest podman 4.3 reads)")

@@ -19,7 +19,8 @@ HELP = ("undo what a daemon that was killed left, as its record says: its CDI sp
 def arguments(parser: argparse.ArgumentParser) -> None:
     cdi_args(parser)
     runtime_arg(parser)
-    parser.add_argument("mountpoint", type=Path)
+    parser.add_argument("mountpoint", type=Path,
+                        help="the mountpoint the killed daemon served")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mokkafs.cli.arguments import add_verbs, control_arg
 from mokkafs.profile.resolve import read_text
 
 NAME = "fault"
@@ -14,15 +15,14 @@ HELP = ("apply, clear or list faults of a serving daemon (its --control socket);
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--control", type=Path, required=True, metavar="PATH")
-    verbs = parser.add_subparsers(dest="verb", required=True)
-    apply = verbs.add_parser("apply", help="apply the faults of FILE (YAML: a faults: list)")
-    apply.add_argument("file", type=Path)
-    clear = verbs.add_parser("clear", help="clear faults by name (none: all of them)")
-    clear.add_argument("names", nargs="*")
-    verbs.add_parser("list", help="one line per fault: name, kind, target, state, source "
-                     "(restored: kept from a daemon before), seconds left (-: until cleared)")
-
+    control_arg(parser)
+    verbs = add_verbs(parser, {
+        "apply": "apply the faults of FILE (YAML: a faults: list)",
+        "clear": "clear faults by name (none: all of them)",
+        "list": "one line per fault: name, kind, target, state, source (restored: kept from "
+                "a daemon before), seconds left (-: until cleared)"})
+    verbs["apply"].add_argument("file", type=Path, help="a YAML file holding a faults: list")
+    verbs["clear"].add_argument("names", nargs="*", help="the faults' names (none: every fault)")
 
 def run(args: argparse.Namespace) -> int:
     from mokkafs.serve.control import request

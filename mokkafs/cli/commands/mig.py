@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from mokkafs.cli.arguments import control_arg
 
 NAME = "mig"
 HELP = ("create or destroy MIG instances of a serving daemon (its --control socket), as "
@@ -14,7 +15,7 @@ HELP = ("create or destroy MIG instances of a serving daemon (its --control sock
 
 
 def arguments(mig: argparse.ArgumentParser) -> None:
-    mig.add_argument("--control", type=Path, required=True, metavar="PATH")
+    control_arg(mig)
     mig.add_argument("-i", dest="gpu", type=int, default=None, metavar="GPU",
                      help="the GPU's index (nvidia-smi -i)")
     what = mig.add_mutually_exclusive_group(required=True)
@@ -30,8 +31,10 @@ def arguments(mig: argparse.ArgumentParser) -> None:
                       help="destroy compute instances of -gi ID (-ci IDS; all without)")
     mig.add_argument("-C", dest="C", action="store_true",
                      help="with -cgi: a compute instance spanning each new GPU instance")
-    mig.add_argument("-gi", dest="gi", default="", metavar="IDS")
-    mig.add_argument("-ci", dest="ci", default="", metavar="IDS")
+    mig.add_argument("-gi", dest="gi", default="", metavar="IDS",
+                     help="GPU instance IDs, comma-separated (-dgi, -cci, -dci)")
+    mig.add_argument("-ci", dest="ci", default="", metavar="IDS",
+                     help="compute instance IDs, comma-separated (-dci)")
 
 
 def _ids(text: str) -> list[int]:

@@ -74,7 +74,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     mount.add_argument("--host-dev-root", type=Path, default=Path("/dev"),
                        help="where --host-dev finds the node's /dev (default /dev; in a pod, "
                             "the node's /dev mounted elsewhere)")
-    mount.add_argument("mountpoint", type=Path)
+    mount.add_argument("mountpoint", type=Path,
+                       help="an empty directory to serve the view at; a missing one is made "
+                            "(mode 0755) where its parent is root's alone, and removed at stop")
 
 
 def run(args: argparse.Namespace) -> int:

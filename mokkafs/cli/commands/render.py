@@ -17,7 +17,9 @@ HELP = "write the view to DEST as plain files"
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     profile_args(parser)
-    parser.add_argument("dest", type=Path)
+    parser.add_argument("dest", type=Path,
+                        help="a directory to make, or an empty one, or one render wrote "
+                             "before (replaced in one atomic exchange)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from mokkafs.cli.arguments import add_verbs, control_arg
 
 NAME = "writes"
 HELP = ("list or clear the sysfs writes a serving daemon took (its --control socket); see "
@@ -12,10 +13,9 @@ HELP = ("list or clear the sysfs writes a serving daemon took (its --control soc
 
 
 def arguments(writes: argparse.ArgumentParser) -> None:
-    writes.add_argument("--control", type=Path, required=True, metavar="PATH")
-    verbs = writes.add_subparsers(dest="verb", required=True)
-    verbs.add_parser("list", help="one line per write: function, attribute, value")
-    verbs.add_parser("clear", help="undo every write: the profile's values serve again")
+    control_arg(writes)
+    add_verbs(writes, {"list": "one line per write: function, attribute, value",
+                       "clear": "undo every write: the profile's values serve again"})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PlainValidator, field_validator
 
+from mokkafs.profile.identity import LAST_UNICAST_LID
 from mokkafs.profile.values import (
     MAX_HCAS,
     MAX_UPTIME,
     Bdf,
     ClosedSection,
+    HexInt,
     LinkLayer,
     OpenSection,
     PhysStateName,
@@ -37,6 +39,21 @@ class Traffic(ClosedSection):
     uptime_seconds: float = Field(default=0.0, ge=0, le=MAX_UPTIME, allow_inf_nan=False)
 
 
+def _guid(value: Any) -> int:
+    """A GUID as sysfs writes it (``a088:c203:00ab:0100``), or 16 hex digits."""
+    digits = value.replace(":", "").lower() if isinstance(value, str) else ""
+    if not re.fullmatch(r"[0-9a-f]{16}", digits):
+        raise ValueError(f"expected a GUID such as \"a088:c203:00ab:0100\", got {value!r}")
+    return int(digits, 16)
+
+
+class PortIdentity(ClosedSection):
+    """mokkafs: one port's GUID and LID as a capture found them (LID 0: not assigned)."""
+
+    guid: Annotated[int, PlainValidator(_guid)]
+    lid: Annotated[HexInt, Field(ge=0, le=LAST_UNICAST_LID)]
+
+
 class Hca(ClosedSection):
     """mokkafs: one HCA where the board has it (its function, and its RDMA device name)."""
 
@@ -44,6 +61,9 @@ class Hca(ClosedSection):
     name: Annotated[str, Field(pattern=r"^mlx5_\d{1,3}$")] | None = None
     # nvlink-management: an HGX B200's NVLink management port, whose PCI VPD says SW_MNG
     role: Literal["compute", "nvlink-management"] = "compute"
+    # Its ports' GUIDs and LIDs as they are (a capture's), one per port; the HCA's node GUID
+    # is its first port's. Else made from guid_prefix and the node's name or index.
+    ports: list[PortIdentity] | None = Field(default=None, min_length=1, max_length=2)
 
 
 class InfiniBand(OpenSection):
