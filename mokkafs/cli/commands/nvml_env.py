@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
+from mokkafs.cli.arguments import served_arg
 from mokkafs.delivery.mounts import require_serving
 
 NAME = "nvml-env"
@@ -14,7 +14,7 @@ HELP = ("print shell exports that point NVML consumers (pynvml, gpustat, nvitop)
 
 
 def arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mountpoint", type=Path, required=True)
+    served_arg(parser)
 
 
 def run(args: argparse.Namespace) -> int:
