@@ -3,10 +3,12 @@ which pass of scripts/test.sh runs a test (tests/helpers/passes.py)."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 from mokkafs.host.mountinfo import parse
 from tests.helpers.guards import changed_host_mounts, under
+from tests.helpers.mounts import REPO
 
 # One mountinfo, the host's cgroup2 and two pytest-xdist workers' mounts under one run's base.
 RUN = "/tmp/pytest-of-root/pytest-7"
@@ -36,3 +38,12 @@ def test_a_host_mount_whose_options_changed_is_named() -> None:
     assert changed_host_mounts(before, after) == [
         "/sys/fs/cgroup/unified: rw,relatime rw -> rw,relatime rw,nsdelegate"]
     assert changed_host_mounts(before, before) == []
+
+
+def test_a_long_test_is_not_dumped_as_a_hang_before_its_limit() -> None:
+    """pytest-timeout dumps every thread's stack when a test reaches its limit (300 s, or a
+    test's own @pytest.mark.timeout); faulthandler_timeout would dump them earlier, in the
+    middle of a test that is only slow, such as the image build's (1200 s)."""
+    ini = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    assert ini["timeout"] == 300
+    assert "faulthandler_timeout" not in ini
