@@ -3,6 +3,10 @@ which pass of scripts/test.sh runs a test (tests/helpers/passes.py)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -40,6 +44,82 @@ def test_a_host_mount_whose_options_changed_is_named() -> None:
     assert changed_host_mounts(before, before) == []
 
 
+# A stand-in for .venv/bin/python -m pytest: it notes each run (the cache mode and the
+# arguments) and ends as $FAKE_<MODE> says: "RC CLOSING-LINE".
+FAKE_PYTEST = """#!/bin/bash
+mode=${MOKKAFS_CACHE_MODE:-default}
+echo "$mode $*" >> "$(dirname "$0")/../../runs"
+var=FAKE_${mode//-/_}
+read -r rc closing <<< "${!var}"
+echo "$closing"
+exit "$rc"
+"""
+
+
+def fake_checkout(tmp_path: Path) -> Path:
+    """scripts/test.sh in a copy whose set-up, ruff, mypy and pytest are stand-ins."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / ".venv/bin").mkdir(parents=True)
+    shutil.copy(REPO / "scripts/test.sh", tmp_path / "scripts/test.sh")
+    for path, text in {"scripts/setup.sh": "exit 0\n", ".venv/bin/ruff": "exit 0\n",
+                       ".venv/bin/mypy": "exit ${FAKE_MYPY:-0}\n",
+                       ".venv/bin/python": FAKE_PYTEST}.items():
+        (tmp_path / path).write_text(text)
+        (tmp_path / path).chmod(0o755)
+    return tmp_path
+
+
+def run_suite(checkout: Path, *args: str, **fake: str) -> tuple[int, list[str], list[str]]:
+    """scripts/test.sh ARGS with the stand-ins told how to end: its exit status, its output's
+    lines, and the pytest runs it made."""
+    ran = subprocess.run(["bash", str(checkout / "scripts/test.sh"), *args],
+                         capture_output=True, text=True, timeout=60,
+                         env={"PATH": os.environ["PATH"], **fake})
+    runs = checkout / "runs"
+    return (ran.returncode, ran.stdout.splitlines(),
+            runs.read_text().splitlines() if runs.exists() else [])
+
+
+def test_both_passes_run_when_the_first_fails_and_the_summary_says_so(tmp_path: Path) -> None:
+    status, out, runs = run_suite(
+        fake_checkout(tmp_path),
+        FAKE_default="1 ==== 1 failed, 700 passed in 300.00s ====",
+        FAKE_keep_cache="0 ==== 400 passed, 301 deselected in 200.00s ====")
+    assert status == 1
+    assert [r.split()[0] for r in runs] == ["default", "keep-cache"]
+    assert "--mode-dependent-only" in runs[1].split()
+    assert "==== 1 failed, 700 passed in 300.00s ====" in out  # pytest's own, for each pass
+    summary = out[out.index("test: summary"):]
+    pass1, pass2 = (next(line for line in summary if f"pass {n} of 2" in line) for n in (1, 2))
+    assert "FAILED (exit 1)" in pass1 and "1 failed, 700 passed" in pass1
+    assert " ok " in pass2 and "400 passed" in pass2
+    assert out[-1] == "test: 1100 passed, 1 failed"
+
+
+def test_a_pass_that_ran_no_test_failed(tmp_path: Path) -> None:
+    """pytest's exit 5 (no test ran) fails the run: CI would land a suite that tests nothing.
+    Only tests chosen by hand may leave pass 2 nothing to run (they are all cache-mode-free)."""
+    checkout = fake_checkout(tmp_path)
+    ends = {"FAKE_default": "0 ==== 5 passed in 1.00s ====",
+            "FAKE_keep_cache": "5 ==== 5 deselected in 1.00s ===="}
+    status, out, _ = run_suite(checkout, **ends)
+    assert status == 1
+    assert "FAILED: no test ran (exit 5)" in next(line for line in out if "pass 2 of 2" in line)
+    status, out, _ = run_suite(checkout, "tests/unit", **ends)
+    assert status == 0, out
+    assert out[-1] == "test: 5 passed, 0 failed"
+
+
+def test_quick_runs_lint_types_and_unit_tests_once(tmp_path: Path) -> None:
+    status, out, runs = run_suite(fake_checkout(tmp_path), "--quick", "-k", "tree",
+                                  FAKE_default="0 ==== 9 passed in 1.00s ====", FAKE_MYPY="1")
+    assert len(runs) == 1
+    assert runs[0].split()[0] == "default"
+    assert runs[0].split()[-3:] == ["tests/unit", "-k", "tree"]
+    assert status == 1  # mypy failed, and the tests ran all the same
+    assert any(line.startswith("test:   mypy") and "FAILED (exit 1)" in line for line in out)
+
+
 def test_a_long_test_is_not_dumped_as_a_hang_before_its_limit() -> None:
     """pytest-timeout dumps every thread's stack when a test reaches its limit (300 s, or a
     test's own @pytest.mark.timeout); faulthandler_timeout would dump them earlier, in the
@@ -47,3 +127,20 @@ def test_a_long_test_is_not_dumped_as_a_hang_before_its_limit() -> None:
     ini = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     assert ini["timeout"] == 300
     assert "faulthandler_timeout" not in ini
+
+
+def collected(*args: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                          "no:cacheprovider", *args], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode in (0, 5), out.stdout + out.stderr
+    return {line.split("::")[0] for line in out.stdout.splitlines() if "::" in line}
+
+
+def test_the_second_pass_runs_only_what_can_depend_on_the_cache_mode() -> None:
+    """Pure code, the set-up and the deployment run in the first pass only; a FUSE test runs
+    in both."""
+    files = ["tests/unit/test_tree.py", "tests/e2e/test_readme.py", "tests/deploy/test_helm.py",
+             "tests/fuse/test_reads.py"]
+    assert collected(*files) == set(files)
+    assert collected("--mode-dependent-only", *files) == {"tests/fuse/test_reads.py"}
