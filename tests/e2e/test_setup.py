@@ -116,6 +116,20 @@ def test_the_use_section_says_how_the_cli_is_typed_bare() -> None:
     assert any(line.startswith("h100 ") for line in profiles)
 
 
+def test_the_use_section_says_how_to_get_the_readers_the_demo_lacks() -> None:
+    """node_exporter and lstopo come with the tests' set-up, not the demo's: the line before
+    them installs their packages, which are the ones the tests' set-up installs."""
+    use = re.search(r"## Use\n\n```\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert use, "README has a Use section with a command block"
+    lines = [line.split("#")[0].split() for line in use.group(1).splitlines()]
+    install = next(i for i, words in enumerate(lines) if words[:2] == ["apt-get", "install"])
+    readers = [i for i, words in enumerate(lines)
+               if {"prometheus-node-exporter", "lstopo-no-graphics"} & set(words[:2])]
+    assert readers == [install + 1, install + 2]
+    assert lines[install][2:] == ["prometheus-node-exporter", "hwloc-nox"]
+    assert set(lines[install][2:]) <= set(listed()["apt"]) - set(listed("--runtime")["apt"])
+
+
 # Stand-ins for what a first set-up runs: each notes its call in the log the set-up's stderr
 # goes to (dpkg-query says nothing is installed; Python makes a .venv of stand-ins).
 LOGGED = 'echo "RAN $(basename "$0") $*" >> "$SETUP_LOG"\n'
