@@ -9,10 +9,10 @@
 # Pass 1 runs every test as a mount chooses by default (no-open cache mode, on the patched
 # pyfuse3 the set-up builds); pass 2 runs, in keep-cache mode (the fallback for a stock
 # pyfuse3), the tests whose result can depend on the mode (tests/helpers/passes.py). Tests run
-# in parallel, one pytest-xdist worker per CPU, a module on one worker. Every step runs even
-# when one before it failed; the summary at the end gives each one's result and time, and the
-# script exits 1 when any failed. A pass that ran no test (pytest's exit 5) failed, unless
-# ARGS chose tests that pass 2 leaves to pass 1.
+# in parallel, one pytest-xdist worker per CPU, a module on one worker, the slowest modules
+# first (tests/helpers/order.py). Every step runs even when one before it failed; the summary
+# at the end gives each one's result and time, and the script exits 1 when any failed. A pass
+# that ran no test (pytest's exit 5) failed, unless ARGS chose tests pass 2 leaves to pass 1.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 quick=false
@@ -62,7 +62,7 @@ step() {
 }
 
 args=("$@")
-pytest=(.venv/bin/python -m pytest -n auto --dist loadfile --durations=10)
+pytest=(.venv/bin/python -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=10)
 step "ruff" .venv/bin/ruff check mokkafs tests bench scripts
 step "mypy" .venv/bin/mypy
 if $quick; then

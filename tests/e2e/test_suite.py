@@ -129,12 +129,14 @@ def test_a_long_test_is_not_dumped_as_a_hang_before_its_limit() -> None:
     assert "faulthandler_timeout" not in ini
 
 
-def collected(*args: str) -> set[str]:
+def collected(*args: str) -> list[str]:
+    """The files of the tests pytest would run, in the order it would run them."""
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
                           "no:cacheprovider", *args], cwd=REPO, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode in (0, 5), out.stdout + out.stderr
-    return {line.split("::")[0] for line in out.stdout.splitlines() if "::" in line}
+    return list(dict.fromkeys(line.split("::")[0] for line in out.stdout.splitlines()
+                              if "::" in line))
 
 
 def test_the_second_pass_runs_only_what_can_depend_on_the_cache_mode() -> None:
@@ -142,5 +144,14 @@ def test_the_second_pass_runs_only_what_can_depend_on_the_cache_mode() -> None:
     in both."""
     files = ["tests/unit/test_tree.py", "tests/e2e/test_readme.py", "tests/deploy/test_helm.py",
              "tests/fuse/test_reads.py"]
-    assert collected(*files) == set(files)
-    assert collected("--mode-dependent-only", *files) == {"tests/fuse/test_reads.py"}
+    assert set(collected(*files)) == set(files)
+    assert collected("--mode-dependent-only", *files) == ["tests/fuse/test_reads.py"]
+
+
+def test_the_slowest_modules_come_first_and_unit_tests_last() -> None:
+    """The image build starts first: a worker that took it last would keep the run waiting
+    for minutes after the other one finished."""
+    files = collected()
+    assert files[0] == "tests/deploy/test_image.py"
+    first_unit = next(i for i, f in enumerate(files) if f.startswith("tests/unit/"))
+    assert all(f.startswith("tests/unit/") for f in files[first_unit:])

@@ -26,10 +26,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "(deselect those marked once): scripts/test.sh's second pass")
 
 
-def is_once(item: pytest.Item) -> bool:
+def where(item: pytest.Item) -> str:
+    """The item's file, relative to the repository ("" for one outside it)."""
     path = item.path.resolve()
-    where = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""
-    return where.startswith(ONCE) or item.get_closest_marker("once") is not None
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else ""
+
+
+def is_once(item: pytest.Item) -> bool:
+    return where(item).startswith(ONCE) or item.get_closest_marker("once") is not None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
