@@ -13,6 +13,7 @@ from pathlib import Path
 from mokkafs.host.mountinfo import parse
 from tests.helpers.guards import changed_host_mounts, under
 from tests.helpers.mounts import REPO
+from tests.helpers.passes import ONCE
 
 # One mountinfo, the host's cgroup2 and two pytest-xdist workers' mounts under one run's base.
 RUN = "/tmp/pytest-of-root/pytest-7"
@@ -146,6 +147,8 @@ def test_the_second_pass_runs_only_what_can_depend_on_the_cache_mode() -> None:
              "tests/fuse/test_reads.py"]
     assert set(collected(*files)) == set(files)
     assert collected("--mode-dependent-only", *files) == ["tests/fuse/test_reads.py"]
+    missing = [p for p in ONCE if not (REPO / p).exists()]
+    assert not missing, f"tests/helpers/passes.py names what is not there: {missing}"
 
 
 def test_the_slowest_modules_come_first_and_unit_tests_last() -> None:
