@@ -63,6 +63,7 @@ step() {
 
 args=("$@")
 pytest=(.venv/bin/python -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=10)
+[ -t 1 ] && pytest+=(--color=yes)  # its output goes through tee, to read its closing line
 step "ruff" .venv/bin/ruff check mokkafs tests bench scripts
 step "mypy" .venv/bin/mypy
 if $quick; then

@@ -10,10 +10,13 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from mokkafs.host.mountinfo import parse
 from tests.helpers.guards import changed_host_mounts, under
 from tests.helpers.mounts import REPO
 from tests.helpers.passes import ONCE
+from tests.helpers.workers import made_once
 
 # One mountinfo, the host's cgroup2 and two pytest-xdist workers' mounts under one run's base.
 RUN = "/tmp/pytest-of-root/pytest-7"
@@ -158,3 +161,37 @@ def test_the_slowest_modules_come_first_and_unit_tests_last() -> None:
     assert files[0] == "tests/deploy/test_image.py"
     first_unit = next(i for i, f in enumerate(files) if f.startswith("tests/unit/"))
     assert all(f.startswith("tests/unit/") for f in files[first_unit:])
+
+
+class RunBase:
+    """A stand-in for pytest's TempPathFactory, as a pytest-xdist worker's sees it."""
+
+    def __init__(self, worker_base: Path) -> None:
+        worker_base.mkdir(parents=True)
+        self.base = worker_base
+
+    def getbasetemp(self) -> Path:
+        return self.base
+
+
+def test_what_one_worker_makes_the_others_reuse(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session fixture's build (the Go reader) is made once in the run's directory, shared
+    by its workers; a make that fails leaves nothing, and the next asks again."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    made: list[Path] = []
+
+    def make(dest: Path) -> None:
+        made.append(dest)
+        (dest / "out").write_text("built")
+
+    def fail(dest: Path) -> None:
+        raise RuntimeError("the build failed")
+
+    gw0, gw1 = (RunBase(tmp_path / f"popen-{w}") for w in ("gw0", "gw1"))
+    with pytest.raises(RuntimeError):
+        made_once(gw0, "thing", fail)  # type: ignore[arg-type]
+    assert not (tmp_path / "thing").exists()
+    first = made_once(gw0, "thing", make)  # type: ignore[arg-type]
+    assert made_once(gw1, "thing", make) == first == tmp_path / "thing"  # type: ignore[arg-type]
+    assert len(made) == 1 and (first / "out").read_text() == "built"

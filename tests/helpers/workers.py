@@ -38,6 +38,7 @@ def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path],
     with run_lock(factory, name):
         if not dest.is_dir():
             work = run_dir(factory) / f"{name}.making"
+            shutil.rmtree(work, ignore_errors=True)  # a worker killed while making it
             work.mkdir()
             try:
                 make(work)
