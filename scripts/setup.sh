@@ -12,6 +12,8 @@
 # Idempotent: a second run only checks. Needs root (or sudo) for apt. It writes nothing outside
 # this directory but the apt packages: the CLI is .venv/bin/mokkafs, and the last line says how
 # to type it bare (several checkouts on one machine would fight over one link in /usr/local/bin).
+# Each step that takes time (apt, pip, the pyfuse3 build) says what it does, on a "setup: "
+# line to stderr, before it starts: a first run takes minutes and is otherwise quiet.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -33,8 +35,9 @@ RUNTIME_PACKAGES=(
   pciutils infiniband-diags util-linux
 )
 TEST_PACKAGES=(
-  # the real consumers and runtimes the tests run, and make for native/Makefile
-  make curl ibverbs-utils ibverbs-providers prometheus-node-exporter
+  # the real consumers and runtimes the tests run, make for native/Makefile, and git (a
+  # test copies the tracked files, as a clean clone has them: tests/e2e/test_setup.py)
+  git make curl ibverbs-utils ibverbs-providers prometheus-node-exporter
   golang-go golang-github-prometheus-procfs-dev hwloc-nox numactl
   podman runc crun busybox-static iproute2
   golang-github-container-orchestrated-devices-container-device-interface-dev
@@ -53,29 +56,39 @@ if $list; then
   exit 0
 fi
 
+say() { echo "setup: $*" >&2; }  # before each step that takes time
+pip_upgraded=false
+upgrade_pip() {  # once a run, before the first install (Debian's pip is old)
+  $pip_upgraded && return
+  say "pip install --upgrade pip"
+  .venv/bin/pip install -q --upgrade pip
+  pip_upgraded=true
+}
+
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "setup: installing apt packages: ${missing[*]}" >&2
   sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  say "apt-get update (the package lists)"
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  say "apt-get install ${#missing[@]} packages (a minute or more on a bare machine): ${missing[*]}"
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # Debian's own Python (what a stock machine has), unless PYTHON names another.
 py=${PYTHON:-/usr/bin/python3}
 if [ ! -x .venv/bin/python ]; then
-  echo "setup: creating .venv" >&2
+  say "creating .venv"
   "$py" -m venv .venv
 fi
 # pyfuse3 with the project's patch (native/pyfuse3/), before mokkafs so pip keeps it (it is
 # the very release pyproject.toml pins).
 pyfuse3_stamp=.venv/.pyfuse3-patched
 if [ ! -f "$pyfuse3_stamp" ] || [ -n "$(find scripts/build-pyfuse3.sh native/pyfuse3 -newer "$pyfuse3_stamp" -print -quit)" ]; then
-  echo "setup: building pyfuse3 with native/pyfuse3/pass-inode-when-no-open.patch" >&2
-  .venv/bin/pip install -q --upgrade pip
+  upgrade_pip
+  say "building pyfuse3 with native/pyfuse3/pass-inode-when-no-open.patch (about a minute)"
   scripts/build-pyfuse3.sh .venv/bin/pip
   touch "$pyfuse3_stamp"
 fi
@@ -85,7 +98,7 @@ if [ -d .venv/pyfuse3-stock ] && [ -f "$pyfuse3_stamp" ] && [ ! -f "$stock_stamp
   touch -r "$pyfuse3_stamp" "$stock_stamp"  # installed by an earlier set-up, with the other
 fi
 if ! $runtime_only && { [ ! -f "$stock_stamp" ] || [ scripts/build-pyfuse3.sh -nt "$stock_stamp" ]; }; then
-  echo "setup: installing the unpatched pyfuse3 into .venv/pyfuse3-stock (for the tests)" >&2
+  say "installing the unpatched pyfuse3 into .venv/pyfuse3-stock (for the tests)"
   scripts/build-pyfuse3.sh .venv/bin/pip --stock .venv/pyfuse3-stock
   touch "$stock_stamp"
 fi
@@ -94,14 +107,14 @@ fi
 stamp=.venv/.mokkafs-installed
 $runtime_only || stamp=.venv/.mokkafs-test-installed
 if [ ! -f "$stamp" ] || [ -n "$(find pyproject.toml setup.py native -newer "$stamp" -print -quit)" ]; then
-  echo "setup: installing mokkafs ($target) into .venv" >&2
-  .venv/bin/pip install -q --upgrade pip
+  upgrade_pip
+  say "pip install -e $target: mokkafs, its dependencies and the native shim into .venv"
   .venv/bin/pip install -q -e "$target"
   touch "$stamp"
   $runtime_only || touch .venv/.mokkafs-installed
 fi
 
 if [ "$(command -v mokkafs)" != "$here/.venv/bin/mokkafs" ]; then
-  echo "setup: the CLI is $here/.venv/bin/mokkafs; to type it as the README does, run:" >&2
+  say "the CLI is $here/.venv/bin/mokkafs; to type it as the README does, run:"
   echo "  export PATH=\"$here/.venv/bin:\$PATH\"" >&2
 fi

@@ -11,6 +11,8 @@ pytest.register_assert_rewrite("tests.helpers")
 pytest_plugins = [
     "tests.helpers.hypothesis_profiles",  # first: no example database; ci or dev examples
     "tests.helpers.guards",  # autouse: no leaked mount, no unexpected log record
+    "tests.helpers.passes",  # --mode-dependent-only: scripts/test.sh's second pass
+    "tests.helpers.order",  # the slowest modules first
     "tests.helpers.mounts",  # mount_h100
     "tests.helpers.live",  # live
     "tests.helpers.consumers",  # ibdump

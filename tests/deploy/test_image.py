@@ -21,6 +21,9 @@ from tests.helpers.profiles import state_of
 from tests.helpers.tools import require_tool
 
 IMAGE = "localhost/mokkafs:test"
+# The first test here makes the base and builds the image (about 3 minutes alone, more beside
+# the other tests): the limit is the build's own, not the suite's 300 s.
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")

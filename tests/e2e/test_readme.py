@@ -26,6 +26,13 @@ def test_readme_has_exactly_two_setup_commands() -> None:
     assert readme_commands() == ["scripts/demo.sh", "scripts/test.sh"]
 
 
+def test_the_quick_tier_is_a_sentence_under_the_two_commands() -> None:
+    """``scripts/test.sh --quick`` (tests/e2e/test_suite.py runs it) is named in the set-up
+    section's prose, not as a third command."""
+    section = (REPO / "README.md").read_text().split("## Set up and run")[1].split("\n## ")[0]
+    assert "`scripts/test.sh --quick`" in section.split("```")[2]
+
+
 def test_ci_runs_the_readme_test_command(tmp_path: Path) -> None:
     """Run .ci/run in a copy whose scripts/test.sh records that it ran, and with what."""
     (tmp_path / ".ci").mkdir()

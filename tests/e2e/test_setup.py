@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from itertools import pairwise
 from pathlib import Path
 
 from tests.helpers.mounts import REPO
@@ -83,7 +84,8 @@ def listed(*args: str) -> dict[str, list[str]]:
 def test_the_demo_sets_up_what_it_runs_and_the_tests_everything(tmp_path: Path) -> None:
     demo, tests = listed("--runtime"), listed()
     assert {"fuse3", "libfuse3-dev", "pciutils", "infiniband-diags"} <= set(demo["apt"])
-    tooling = {"podman", "runc", "golang-go", "debootstrap", "prometheus-node-exporter", "make"}
+    tooling = {"podman", "runc", "golang-go", "debootstrap", "prometheus-node-exporter", "make",
+               "git"}  # clean_copy runs git: a bare Debian 12 has none
     assert not tooling & set(demo["apt"])
     assert set(demo["apt"]) | tooling <= set(tests["apt"])
     assert demo["pip"][-1] == "." and tests["pip"][-1] == ".[test]"  # mypy, ruff, Helm: tests'
@@ -112,3 +114,61 @@ def test_the_use_section_says_how_the_cli_is_typed_bare() -> None:
     where, *profiles = shell.stdout.splitlines()
     assert where == str(REPO / ".venv/bin/mokkafs")
     assert any(line.startswith("h100 ") for line in profiles)
+
+
+def test_the_use_section_says_how_to_get_the_readers_the_demo_lacks() -> None:
+    """node_exporter and lstopo come with the tests' set-up, not the demo's: the line before
+    them installs their packages, which are the ones the tests' set-up installs."""
+    use = re.search(r"## Use\n\n```\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert use, "README has a Use section with a command block"
+    lines = [line.split("#")[0].split() for line in use.group(1).splitlines()]
+    install = next(i for i, words in enumerate(lines) if words[:2] == ["apt-get", "install"])
+    readers = [i for i, words in enumerate(lines)
+               if {"prometheus-node-exporter", "lstopo-no-graphics"} & set(words[:2])]
+    assert readers == [install + 1, install + 2]
+    assert lines[install][2:] == ["prometheus-node-exporter", "hwloc-nox"]
+    assert set(lines[install][2:]) <= set(listed()["apt"]) - set(listed("--runtime")["apt"])
+
+
+# Stand-ins for what a first set-up runs: each notes its call in the log the set-up's stderr
+# goes to (dpkg-query says nothing is installed; Python makes a .venv of stand-ins).
+LOGGED = 'echo "RAN $(basename "$0") $*" >> "$SETUP_LOG"\n'
+STAND_INS = {
+    "bin/dpkg-query": "exit 1\n",
+    "bin/apt-get": LOGGED,
+    "bin/python": LOGGED + 'mkdir -p .venv/bin && for t in pip python; do\n'
+                  '  cp "$0" .venv/bin/$t; done\n',
+    "scripts/build-pyfuse3.sh": LOGGED,
+}
+
+
+def test_a_first_setup_says_what_each_long_step_does_before_it_starts(tmp_path: Path) -> None:
+    """apt, the pyfuse3 build and pip take minutes on a bare machine: a "setup: " line comes
+    before each of them, or the newcomer watches a silent terminal."""
+    checkout = tmp_path / "checkout"
+    (checkout / "scripts").mkdir(parents=True)
+    (checkout / "native/pyfuse3").mkdir(parents=True)
+    (checkout / "scripts/setup.sh").write_bytes((REPO / "scripts/setup.sh").read_bytes())
+    for name, text in STAND_INS.items():
+        path = tmp_path / name if name.startswith("bin/") else checkout / name
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"#!/bin/bash\n{text}")
+        path.chmod(0o755)
+    log = tmp_path / "log"
+    with open(log, "a") as stderr:
+        ran = subprocess.run(["bash", "scripts/setup.sh"], cwd=checkout, stderr=stderr,
+                             stdout=subprocess.DEVNULL, timeout=60,
+                             env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+                                  "PYTHON": str(tmp_path / "bin/python"),
+                                  "SETUP_LOG": str(log)})
+    lines = log.read_text().splitlines()
+    assert ran.returncode == 0, lines
+    steps = [(before, line) for before, line in pairwise(lines)
+             if line.startswith("RAN ")]
+    assert [s[1].split()[1:3] for s in steps] == [
+        ["apt-get", "update"], ["apt-get", "install"], ["python", "-m"], ["pip", "install"],
+        ["build-pyfuse3.sh", ".venv/bin/pip"], ["build-pyfuse3.sh", ".venv/bin/pip"],
+        ["pip", "install"]], lines
+    unannounced = [line for before, line in steps if not before.startswith("setup: ")]
+    assert not unannounced, lines
+    assert "apt-get update" in steps[0][0] and "pip install -e .[test]" in steps[-1][0]

@@ -15,6 +15,7 @@ import pytest
 from mokkafs import testing
 from tests.helpers.mounts import REPO
 from tests.helpers.tools import require_tool
+from tests.helpers.workers import made_once
 
 GO_SOURCE = REPO / "tests" / "consumers" / "go" / "ibdump"
 
@@ -43,19 +44,21 @@ def with_dev_nodes(nodes: list[tuple[str, int, int]], command: str) -> str:
 
 @pytest.fixture(scope="session")
 def ibdump(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Go reader, built offline from Debian's prometheus/procfs source (GOPATH mode)."""
+    """The Go reader, built offline from Debian's prometheus/procfs source (GOPATH mode),
+    once for the run's workers."""
     go = require_tool("go")
     gopath = Path("/usr/share/gocode")
     if not (gopath / "src/github.com/prometheus/procfs").is_dir():
         pytest.fail("golang-github-prometheus-procfs-dev is not installed: run scripts/setup.sh",
                     pytrace=False)
-    work = tmp_path_factory.mktemp("go")
-    out = work / "ibdump"
-    env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(gopath), "GOPROXY": "off",
-           "GOCACHE": str(work / "cache"), "CGO_ENABLED": "0"}
-    subprocess.run([go, "build", "-o", str(out), str(GO_SOURCE / "main.go")], env=env,
-                   check=True, timeout=300, cwd=work)
-    return out
+
+    def build(work: Path) -> None:
+        env = {**os.environ, "GO111MODULE": "off", "GOPATH": str(gopath), "GOPROXY": "off",
+               "GOCACHE": str(work / "cache"), "CGO_ENABLED": "0"}
+        subprocess.run([go, "build", "-o", str(work / "ibdump"), str(GO_SOURCE / "main.go")],
+                       env=env, check=True, timeout=300, cwd=work)
+
+    return made_once(tmp_path_factory, "go-ibdump", build) / "ibdump"
 
 
 def node_exporter(sysfs: Path) -> contextlib.AbstractContextManager[str]:

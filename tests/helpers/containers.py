@@ -23,6 +23,7 @@ from tests.helpers.mounts import (
     shared_parent,
 )
 from tests.helpers.tools import require_tool
+from tests.helpers.workers import run_lock
 
 IMAGE = "localhost/mokkafs-test-hostroot"  # imported once per content (hosttools_image)
 CDI_DIR = Path("/var/run/cdi")  # podman 4.3 reads only /etc/cdi and /var/run/cdi
@@ -39,9 +40,15 @@ def podman(*args: str, timeout: float = 180, check: bool = True,
 
 
 @pytest.fixture(scope="session")
-def hosttools_image() -> str:
+def hosttools_image(tmp_path_factory: pytest.TempPathFactory) -> str:
     """An image whose root holds only mountpoints and links into /usr, which each container
-    binds read-only from the host: every installed consumer, no image registry."""
+    binds read-only from the host: every installed consumer, no image registry. The run's
+    workers take turns to check it (two imports at once would each move the tag)."""
+    with run_lock(tmp_path_factory, "hosttools-image"):
+        return _hosttools_image()
+
+
+def _hosttools_image() -> str:
     with tempfile.TemporaryDirectory() as root:
         base = Path(root)
         for d in ("usr", "sys", "proc", "dev", "tmp", "run", "root", "var/tmp", "etc"):
