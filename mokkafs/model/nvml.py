@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mokkafs.model.nvlink import Fabric, NvLinks
+
 # NVML's nvmlBrandType_t, by the names nvml-mock's ``brand`` takes
 BRANDS = {"unknown": 0, "quadro": 1, "tesla": 2, "nvs": 3, "grid": 4, "geforce": 5, "titan": 6,
           "nvidia_vapps": 7, "nvidia_vpc": 8, "nvidia_vcs": 9, "nvidia_vws": 10,
@@ -57,3 +59,5 @@ class GpuNvml:
     compute_mode: int | None = None  # NVML's nvmlComputeMode_t
     ecc_current: bool | None = None
     ecc_pending: bool | None = None
+    nvlink: NvLinks | None = None  # None: no NVLink (the profile states no nvlink.version)
+    fabric: Fabric | None = None  # None: in no NVLink fabric (NVML: NOT_SUPPORTED)

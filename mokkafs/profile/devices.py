@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from mokkafs.model.nvml import GpuNvml
 from mokkafs.profile.bdf import Bdf
+from mokkafs.profile.nvlink import nvlinks
 from mokkafs.profile.nvml import gpu_nvml, merged
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import DeviceOverride, Profile
@@ -107,6 +108,7 @@ def gpus(profile: Profile, problems: Problems) -> list[Gpu]:
         pcie = ov.pcie if ov and "pcie" in ov.model_fields_set else defaults.pcie
         bar1 = (ov.bar1_memory if ov and "bar1_memory" in ov.model_fields_set
                 else defaults.bar1_memory).total_bytes or 256 * MIB
+        architecture = ((ov.architecture if ov else None) or defaults.architecture or "").lower()
         found.append(Gpu(
             index=index, bdf=bus_id, vendor=vendor, device=device_id >> 16,
             subsystem_vendor=subsystem & 0xFFFF or vendor, subsystem_device=subsystem >> 16,
@@ -115,14 +117,13 @@ def gpus(profile: Profile, problems: Problems) -> list[Gpu]:
                           pcie.current_link_gen or pcie.max_link_gen,
                           pcie.current_link_width or pcie.max_link_width),
             bar1_size=_pow2_at_least(min(bar1, 1 << 40)),
-            architecture=((ov.architecture if ov else None) or defaults.architecture or "")
-            .lower(),
+            architecture=architecture,
             where=path, uuid=ov.uuid if ov else None,
             minor=ov.minor_number if ov and ov.minor_number is not None else index,
             model=(ov.name if ov else None) or defaults.name or "NVIDIA GPU",
             vbios=(ov.vbios_version if ov else None) or defaults.vbios_version or DEFAULT_VBIOS,
             serial=(ov.serial if ov else None) or f"{1562821083900 + index}",
-            nvml=gpu_nvml(merged(defaults, ov)),
+            nvml=gpu_nvml(merged(defaults, ov), nvlinks(profile.nvlink, architecture, problems)),
         ))
     return found
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from mokkafs.model.nvlink import NvLinks
 from mokkafs.model.nvml import Clocks, FbMemory, GpuNvml
+from mokkafs.profile.nvlink import fabric
 from mokkafs.profile.schema import DeviceConfig, DeviceOverride
 from mokkafs.profile.sections.nvml import NVML_KEYS, NvmlKeys
 
@@ -29,7 +31,7 @@ def _enabled(mode: str | None) -> bool | None:
     return None if mode is None else mode == "enabled"
 
 
-def gpu_nvml(keys: NvmlKeys) -> GpuNvml:
+def gpu_nvml(keys: NvmlKeys, nvlink: NvLinks | None = None) -> GpuNvml:
     memory = None
     if keys.memory.total_bytes is not None:
         total = keys.memory.total_bytes
@@ -60,4 +62,6 @@ def gpu_nvml(keys: NvmlKeys) -> GpuNvml:
                       if keys.compute_mode is not None else None),
         ecc_current=_enabled(keys.ecc.mode_current),
         ecc_pending=_enabled(keys.ecc.mode_pending),
+        nvlink=nvlink,
+        fabric=fabric(keys.fabric),
     )

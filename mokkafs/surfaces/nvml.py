@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from mokkafs import counters
 from mokkafs.model.nvml import ARCHITECTURES, BRANDS, GpuNvml
 from mokkafs.state import GpuInfo, State
+from mokkafs.surfaces.nvml_links import fabric_values, link_values
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
 
@@ -88,7 +89,10 @@ class GpuText:
 
 
 def gpu_file(path: str, gpu: GpuInfo, state: State) -> File:
-    fixed = lines(fixed_values(gpu))
+    switches = tuple(sorted((fn for fn in state.functions if fn.kind == "nvswitch"),
+                            key=lambda fn: fn.bdf))  # in bus order
+    fixed = lines(fixed_values(gpu) + link_values(gpu.nvml, switches)
+                  + fabric_values(gpu.nvml, switches))
     draw = gpu.nvml.power_usage_mw
     if draw is None:  # no draw, no energy counter: nothing moves
         return File(path, fixed.encode())

@@ -239,4 +239,6 @@ NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t devi
                                                                unsigned int *infoCount,
                                                                nvmlProcessInfo_t *infos);
 
+#include "nvml_api_links.h" /* topology, NVLink and fabric */
+
 #endif

@@ -14,12 +14,13 @@ struct ids {
     unsigned int domain, bus, device, fn, device_id, subsystem_id, class_code;
 };
 
-static nvmlReturn_t read_ids(nvmlDevice_t device, struct ids *ids)
+/* The ids of the function a device names, from its attributes (no handle check) */
+static nvmlReturn_t ids_of(nvmlDevice_t device, struct ids *ids)
 {
     static const char *const attrs[] = {"vendor", "device", "subsystem_vendor",
                                         "subsystem_device", "class"};
     unsigned long v[5];
-    nvmlReturn_t ret = handle_check(device);
+    nvmlReturn_t ret = NVML_SUCCESS;
     for (size_t i = 0; ret == NVML_SUCCESS && i < 5; i++)
         ret = gpu_attr_number(device, attrs[i], &v[i]);
     if (ret != NVML_SUCCESS)
@@ -33,10 +34,28 @@ static nvmlReturn_t read_ids(nvmlDevice_t device, struct ids *ids)
     return NVML_SUCCESS;
 }
 
+static nvmlReturn_t read_ids(nvmlDevice_t device, struct ids *ids)
+{
+    nvmlReturn_t ret = handle_check(device);
+    return ret == NVML_SUCCESS ? ids_of(device, ids) : ret;
+}
+
 static void bus_id(char *out, size_t size, int digits, const struct ids *ids)
 {
     snprintf(out, size, "%0*X:%02X:%02X.%X", digits, ids->domain, ids->bus, ids->device,
              ids->fn);
+}
+
+static void fill_pci(nvmlPciInfo_t *pci, const struct ids *ids)
+{
+    memset(pci, 0, sizeof(*pci));
+    bus_id(pci->busIdLegacy, sizeof(pci->busIdLegacy), 4, ids);
+    bus_id(pci->busId, sizeof(pci->busId), 8, ids);
+    pci->domain = ids->domain;
+    pci->bus = ids->bus;
+    pci->device = ids->device;
+    pci->pciDeviceId = ids->device_id;
+    pci->pciSubSystemId = ids->subsystem_id;
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
@@ -47,14 +66,20 @@ NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t
         return ret;
     if (!pci)
         return NVML_ERROR_INVALID_ARGUMENT;
-    memset(pci, 0, sizeof(*pci));
-    bus_id(pci->busIdLegacy, sizeof(pci->busIdLegacy), 4, &ids);
-    bus_id(pci->busId, sizeof(pci->busId), 8, &ids);
-    pci->domain = ids.domain;
-    pci->bus = ids.bus;
-    pci->device = ids.device;
-    pci->pciDeviceId = ids.device_id;
-    pci->pciSubSystemId = ids.subsystem_id;
+    fill_pci(pci, &ids);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t function_pci_info(const char *bdf, nvmlPciInfo_t *pci)
+{
+    struct nvmlDevice_st probe;
+    struct ids ids;
+    if (strlen(bdf) >= sizeof(probe.bdf))
+        return NVML_ERROR_UNKNOWN;
+    memcpy(probe.bdf, bdf, strlen(bdf) + 1);
+    if (ids_of(&probe, &ids) != NVML_SUCCESS)
+        return NVML_ERROR_UNKNOWN; /* not a GPU: never "lost" */
+    fill_pci(pci, &ids);
     return NVML_SUCCESS;
 }
 

@@ -11,6 +11,9 @@
 
 #include "view.h"
 
+/* A GPU's file with every NVLink's keys (mokkafs/surfaces/nvml_links.py) is a few KiB */
+#define PLACE_FILE_SIZE 16384
+
 static nvmlReturn_t number_of(const char *text, unsigned long long *value)
 {
     char *end;
@@ -24,9 +27,12 @@ static nvmlReturn_t number_of(const char *text, unsigned long long *value)
 
 nvmlReturn_t gpu_value(nvmlDevice_t device, const char *key, char *out, size_t size)
 {
-    char rel[PATH_MAX], text[FILE_SIZE], probe[BDF_SIZE];
+    char rel[PATH_MAX], text[PLACE_FILE_SIZE], probe[BDF_SIZE];
     snprintf(rel, sizeof(rel), "%s/%s", NVML_GPUS, device->bdf);
-    if (view_read(rel, text, sizeof(text)) < 0) {
+    long len = view_read(rel, text, sizeof(text));
+    if (len >= (long)sizeof(text) - 1)
+        return NVML_ERROR_UNKNOWN; /* it may go on: a key cut short must not answer */
+    if (len < 0) {
         /* gone from the driver too: lost; else the place is not there (not mounted) */
         nvmlReturn_t gone = gpu_info(device, "Bus Location", probe, sizeof(probe));
         return gone == NVML_ERROR_GPU_IS_LOST ? gone : NVML_ERROR_NOT_SUPPORTED;

@@ -60,6 +60,10 @@ nvmlReturn_t gpu_attr(nvmlDevice_t device, const char *attr, char *out, size_t s
 /* An attribute as a number (strtoul, base 0): NVML_SUCCESS, GPU_IS_LOST or UNKNOWN */
 nvmlReturn_t gpu_attr_number(nvmlDevice_t device, const char *attr, unsigned long *value);
 
+/* pci.c: the PCI info of any function of the view (an NVSwitch), as for a GPU: NVML_SUCCESS
+ * or UNKNOWN */
+nvmlReturn_t function_pci_info(const char *bdf, nvmlPciInfo_t *pci);
+
 
 /* values.c: a key of the GPU's file in NVML's own place (NVML_GPUS/<bdf>). NVML_SUCCESS;
  * NOT_SUPPORTED when the file or the key is not there (the profile cannot say); GPU_IS_LOST

@@ -10,25 +10,13 @@
 #include <string.h>
 
 #include "../nvml/nvml_api.h"
+#include "expect.h"
 
 /* A function the library does not implement (a stub): any signature is safe */
 nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, void *memory);
 
 #define THREADS 8
 #define ROUNDS 200
-
-static int failures;
-static pthread_mutex_t failed_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void expect(const char *what, nvmlReturn_t got, nvmlReturn_t want)
-{
-    if (got == want)
-        return;
-    pthread_mutex_lock(&failed_lock);
-    failures++;
-    printf("FAIL %s: %d (%s), expected %d\n", what, got, nvmlErrorString(got), want);
-    pthread_mutex_unlock(&failed_lock);
-}
 
 static void same(const char *what, int equal)
 {

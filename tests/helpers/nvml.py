@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from mokkafs.model.pci import LINK_GENERATIONS
 from mokkafs.profile.compile.cpus import parse_cpulist
 from tests.helpers.mounts import REPO
+from tests.helpers.tools import require_tool
 
 
 @dataclass(frozen=True)
@@ -111,3 +113,21 @@ class PynvmlProcess:
     def close(self) -> str:
         out, err = self.process.communicate(timeout=60)
         return out + err
+
+
+def c_program(factory: pytest.TempPathFactory, name: str) -> Path:
+    """One of NVML's C test programs (native/tests/<name>.c), built under AddressSanitizer
+    and UBSan into a directory of its own."""
+    require_tool("make")
+    out = factory.mktemp(name)
+    subprocess.run(["make", "-s", "-C", str(REPO / "native"), f"OUT={out}", f"{out}/{name}"],
+                   check=True, timeout=300)
+    return out / name
+
+
+def run_c_program(program: Path, root: Path) -> subprocess.CompletedProcess[str]:
+    """The program on the view at ``root``; a sanitizer's finding is its own exit status."""
+    env = {**os.environ, "MOKKAFS_ROOT": str(root),
+           "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87"}
+    return subprocess.run([str(program)], capture_output=True, text=True, timeout=120, env=env)

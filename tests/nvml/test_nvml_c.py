@@ -6,31 +6,29 @@ answer as the API says."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.mounts import REPO, Mount
-from tests.helpers.nvml import nvml_bus_id, place_values, profile_defaults, view_gpus
-from tests.helpers.tools import require_tool
+from tests.helpers.mounts import Mount
+from tests.helpers.nvml import (
+    c_program,
+    nvml_bus_id,
+    place_values,
+    profile_defaults,
+    run_c_program,
+    view_gpus,
+)
 
 
 @pytest.fixture(scope="module")
 def nvmltest(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require_tool("make")
-    out = tmp_path_factory.mktemp("nvmltest")
-    subprocess.run(["make", "-s", "-C", str(REPO / "native"), f"OUT={out}", f"{out}/nvmltest"],
-                   check=True, timeout=300)
-    return out / "nvmltest"
+    return c_program(tmp_path_factory, "nvmltest")
 
 
 def run(nvmltest: Path, root: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "MOKKAFS_ROOT": str(root),
-           "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
-           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87"}
-    return subprocess.run([str(nvmltest)], capture_output=True, text=True, timeout=120, env=env)
+    return run_c_program(nvmltest, root)
 
 
 def cpu_bits(words: str) -> frozenset[int]:

@@ -22,6 +22,7 @@ from mokkafs.profile.compile.reuse import PciCache, key_of, pci_profile
 from mokkafs.profile.faults import compile_faults
 from mokkafs.profile.imex import compile_imex
 from mokkafs.profile.mig import layouts
+from mokkafs.profile.nvlink import check_fabric
 from mokkafs.profile.options import Options
 from mokkafs.profile.platform import driver, platform
 from mokkafs.profile.problems import Problems, YamlPath
@@ -93,5 +94,6 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
     own = {d.index: (pos, d.mig) for pos, d in enumerate(profile.devices)}
     mig = layouts(profile.device_defaults.mig, own, state.gpus(), problems)
     imex = compile_imex(profile.system.imex, problems)
+    check_fabric(state.gpus(), imex, problems)
     problems.check()
     return replace(state, faults=specs, mig=mig, imex=imex)

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from mokkafs.model.nvlink import MAX_LINKS
 from mokkafs.profile.imex import ImexSection
 from mokkafs.profile.mig import Mig
 from mokkafs.profile.sections.nvml import CudaVersion, NvmlKeys
@@ -77,5 +78,6 @@ class NvSwitch(OpenSection):
 
 
 class NvLink(OpenSection):
-    version: int | None = None
+    version: int | None = Field(default=None, ge=1, le=6)
+    links_per_gpu: int | None = Field(default=None, ge=1, le=MAX_LINKS)  # nvml-mock's key
     switches: list[NvSwitch] = Field(default=[], max_length=MAX_GPUS)

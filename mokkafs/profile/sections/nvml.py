@@ -4,6 +4,7 @@ out, the library answers NOT_SUPPORTED (``mokkafs.profile.nvml`` merges them).""
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
@@ -102,6 +103,19 @@ class Ecc(OpenSection):
     mode_pending: Mode | None = None
 
 
+FabricState = Annotated[Literal["auto", "completed", "in_progress", "not_started",
+                                "not_supported"], BeforeValidator(_word)]
+
+
+class Fabric(OpenSection):
+    """nvml-mock's ``fabric``: the NVLink fabric the GPU registered with (its cluster's UUID,
+    dashed or 32 hex digits, and its clique), and how far the registration got."""
+
+    cluster_uuid: uuid.UUID
+    clique_id: int = Field(default=0, ge=0, le=0xFFFFFFFF)
+    state: FabricState = "auto"
+
+
 class NvmlKeys(OpenSection):
     """The keys DeviceConfig takes from nvml-mock for NVML alone."""
 
@@ -118,6 +132,7 @@ class NvmlKeys(OpenSection):
     persistence_mode: Mode | None = None
     compute_mode: ComputeMode | None = None
     ecc: Ecc = Ecc()
+    fabric: Fabric | None = None
 
 
 NVML_KEYS = tuple(NvmlKeys.model_fields)
