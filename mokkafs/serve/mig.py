@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from mokkafs.errors import UsageError
 from mokkafs.model.mig import GpuInstance, MigGpu
-from mokkafs.profile.mig_tables import CI_SLICES, SHAPES, TABLES
+from mokkafs.model.mig_tables import CI_SLICES, SHAPES, TABLES
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.state import State
 

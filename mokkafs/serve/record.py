@@ -39,9 +39,9 @@ from pydantic import (
 )
 
 from mokkafs.faults.book import FaultBook
+from mokkafs.model.bdf import BDF_TEXT
 from mokkafs.model.mig import ComputeInstance, GpuInstance
-from mokkafs.profile.bdf import BDF_TEXT
-from mokkafs.profile.mig import MAX_CIS, MAX_GIS, MAX_GPUS, SLICES, UNITS
+from mokkafs.model.mig_tables import MAX_CIS, MAX_GIS, MAX_GPUS, SLICES, UNITS
 from mokkafs.profile.problems import Problems
 from mokkafs.profile.schema import MAX_FAULTS, Fault
 from mokkafs.serve.durable import StateFileError
@@ -86,7 +86,7 @@ class KeptCompute(_Closed):
     slices: Slices
 
 
-class KeptInstance(_Closed):  # bounded as the hardware is (mokkafs.profile.mig)
+class KeptInstance(_Closed):  # bounded as the hardware is (mokkafs.model.mig_tables)
     id: int = Field(ge=0, lt=MAX_GIS)
     profile: Name
     profile_id: Small
