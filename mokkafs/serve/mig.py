@@ -7,9 +7,9 @@ IDs: ``mokkafs.profile.mig``), and is served as one new State: no view holds a c
 instance whose GPU instance is gone. ``recheck`` checks a layout a state file kept the same way.
 
 Part of the compile's run-time side: the control socket imports this module at the first MIG
-request, the state file's document (``mokkafs.serve.record``) at the first restore, and the
-layout checker (and with it pydantic) is imported at the first change: a daemon at rest never
-loads them.
+request, the state file's document (``mokkafs.serve.record``) at the file's first read or
+write, and the layout checker (and with it pydantic) is imported at the first change: a daemon
+at rest never loads them.
 """
 
 from __future__ import annotations
