@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -112,11 +111,12 @@ def counter(traffic: Traffic, name: str, t: float, *, before: bool = False) -> i
 
 
 @functools.lru_cache(maxsize=1024)
-def counters_at(traffic: Traffic, t: float) -> Mapping[str, int]:
+def counters_at(traffic: Traffic, t: float) -> MappingProxyType[str, int]:
     """Every counter of ``COUNTERS`` and every other one ``traffic`` moves, after t seconds:
     ``counter`` for each name, computed together, so a port's thirty files read at one step
     cost one computation (cached: every file of a port asks with the same traffic and t).
-    The result is shared, so it is read-only: a pure function of its arguments, cached."""
+    The result is shared, so it is read-only (a view of a dict nothing else holds): a pure
+    function of its arguments, memoized."""
     origin = traffic.origin
     t = max(t, origin)
     windows = traffic.windows

@@ -17,7 +17,7 @@ from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function
 from mokkafs.capture.profile_writer import Hex
 from mokkafs.capture.reader import Unreadable
-from mokkafs.profile.identity import NodeIdentity, format_guid, name_hash32
+from mokkafs.model.identity import NodeIdentity, format_guid, name_hash32
 
 CLASS = "sys/class/infiniband"
 

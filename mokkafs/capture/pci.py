@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.reader import PAGE, Unreadable
-from mokkafs.profile.bdf import BDF_TEXT
+from mokkafs.model.bdf import BDF_TEXT
 
 BUS = "sys/bus/pci/devices"
 ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")

@@ -68,7 +68,7 @@ class Sriov:
     ID, and whether new VFs are bound to the PF's driver. ``numvfs`` is what was written to
     ``sriov_numvfs`` (``mokkafs.writes``); ``probed``: whether autoprobe was on then.
     ``slot``: this PF's place among the node's PFs, which fixes its VFs' IOMMU groups and
-    RDMA names whatever other PFs do (``mokkafs.profile.sriov``)."""
+    RDMA names whatever other PFs do (``mokkafs.model.sriov``)."""
 
     total: int
     offset: int
@@ -132,7 +132,7 @@ class PciFunction(PciIdentity):
     lost: bool = False
     # Its PCI Vital Product Data (mokkafs.profile.vpd), empty where it has none
     vpd: bytes = b""
-    # A PF's SR-IOV capability; a VF's PF and its index there (mokkafs.profile.sriov)
+    # A PF's SR-IOV capability; a VF's PF and its index there (mokkafs.model.sriov)
     sriov: Sriov | None = None
     physfn: str | None = None
     vf_index: int = 0

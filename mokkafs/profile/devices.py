@@ -7,8 +7,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from mokkafs.model.bdf import Bdf
 from mokkafs.model.nvml import GpuNvml
-from mokkafs.profile.bdf import Bdf
 from mokkafs.profile.nvlink import nvlinks
 from mokkafs.profile.nvml import gpu_nvml, merged
 from mokkafs.profile.problems import Problems, YamlPath

@@ -6,7 +6,7 @@ there); else HCA i (``hca_count``, else GPUs x ``hcas_per_gpu``) pairs with GPU 
 and takes the next free bus after it inside that GPU's root complex, as on HGX boards where
 each GPU and its NIC share a PCIe switch (beyond 8 HCAs per GPU, further ones are more
 functions on those buses, so one switch still holds them all). GUIDs and LIDs: made as
-``mokkafs.profile.identity`` says, or as ``devices[].ports`` gives them (a capture's).
+``mokkafs.model.identity`` says, or as ``devices[].ports`` gives them (a capture's).
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ import re
 import zlib
 from dataclasses import dataclass, replace
 
-from mokkafs.profile import identity, vpd
-from mokkafs.profile.bdf import Bdf, RootId
+from mokkafs.model import identity
+from mokkafs.model.bdf import Bdf, RootId
+from mokkafs.profile import vpd
 from mokkafs.profile.devices import Gpu
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import InfiniBand

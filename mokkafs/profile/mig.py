@@ -28,14 +28,22 @@ from typing import Annotated
 from pydantic import Field
 
 from mokkafs.model.mig import ComputeInstance, GpuInstance, MigGpu
-from mokkafs.profile.mig_tables import CI_NVML, CI_SLICES, NVML_ENUM, SHAPES, TABLES, Shape
+from mokkafs.model.mig_tables import (
+    CI_NVML,
+    CI_SLICES,
+    MAX_CIS,
+    MAX_GIS,
+    MAX_GPUS,
+    NVML_ENUM,
+    SHAPES,
+    SLICES,
+    TABLES,
+    UNITS,
+    Shape,
+)
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.values import ClosedSection, OpenSection, Text
 from mokkafs.state import PciFunction
-
-UNITS = 8  # memory units of a MIG-capable board (placements are in these)
-SLICES = 7  # compute slices
-MAX_GPUS, MAX_GIS, MAX_CIS = 32, 15, 8  # nv-caps.c's minor table
 
 
 class CiDeclared(ClosedSection):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from mokkafs.profile.bdf import Bdf, RootId
+from mokkafs.model.bdf import Bdf, RootId
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import Profile
 from mokkafs.state import PortType

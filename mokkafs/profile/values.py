@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
 
-from mokkafs.profile.bdf import Bdf as BdfValue
-from mokkafs.profile.bdf import RootId as RootValue
+from mokkafs.model.bdf import Bdf as BdfValue
+from mokkafs.model.bdf import RootId as RootValue
 
 
 def _hex_int(value: Any) -> Any:

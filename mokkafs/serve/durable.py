@@ -31,26 +31,20 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from mokkafs.faults.schedule import remaining
 from mokkafs.obs.status import Status
 from mokkafs.serve.control import check_apart, check_private_dir
 from mokkafs.serve.layers import Layers
+from mokkafs.serve.restored import Restored, StateFileError
 from mokkafs.state import State
-
-if TYPE_CHECKING:
-    from mokkafs.serve.record import Restored
 
 log = logging.getLogger(__name__)
 
 MAX_BYTES = 4 << 20  # a full book of the largest faults is well under a megabyte
 MAX_REFUSED = 8  # refused files kept beside the state file, the newest
 SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789:_.")
-
-
-class StateFileError(Exception):
-    """Why a state file cannot be used (never quoting what is in it)."""
 
 
 def file_name(mountpoint: Path) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mokkafs.faults.book import FaultBook
-from mokkafs.serve.mig import MigLayer
+from mokkafs.serve.mig_layer import MigLayer
 from mokkafs.state import State
 from mokkafs.writes.book import WriteBook
 

@@ -1,65 +1,34 @@
 """MIG layouts changed at run time, the way ``nvidia-smi mig -cgi/-dgi/-cci/-dci`` changes a
-real node's: a layer over the profile's State (``MigLayer``, kept by the swapper like the fault
-book), and the control socket's ``{"op": "mig", ...}`` requests (``handle``).
+real node's: the control socket's ``{"op": "mig", ...}`` requests (``handle``), each making a
+new entry of the layer over the profile's State (``mokkafs.serve.mig_layer.MigLayer``).
 
 Each change makes a whole new layout of one GPU, checked like a profile's (placements, slices,
 IDs: ``mokkafs.profile.mig``), and is served as one new State: no view holds a compute
-instance whose GPU instance is gone. A layer entry holds while the profile's own layout of that
-GPU stays the one it was made over; a profile that changes it (or takes the GPU out of MIG
-mode) ends the entry, with a log line, as a real node's reboot into a new layout would.
+instance whose GPU instance is gone. ``recheck`` checks a layout a state file kept the same way.
 
-The layout checker (and with it pydantic) is imported at the first change: a daemon at rest
-never loads it.
+Part of the compile's run-time side: the control socket imports this module at the first MIG
+request, the state file's document (``mokkafs.serve.record``) at the file's first read or
+write, and the layout checker (and with it pydantic) is imported at the first change: a daemon
+at rest never loads them.
 """
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mokkafs.errors import UsageError
 from mokkafs.model.mig import GpuInstance, MigGpu
-from mokkafs.profile.mig_tables import CI_SLICES, SHAPES, TABLES
+from mokkafs.model.mig_tables import CI_SLICES, SHAPES, TABLES
 from mokkafs.profile.problems import Problems, YamlPath
+from mokkafs.serve.mig_layer import MigLayer
 from mokkafs.state import State
 
 if TYPE_CHECKING:
     from mokkafs.profile.mig import Layout
     from mokkafs.serve.swap import Swapper
 
-log = logging.getLogger(__name__)
-
 ACTIONS = ("list", "cgi", "dgi", "cci", "dci")
-
-
-@dataclass
-class MigLayer:
-    """Run-time layouts by GPU minor: (the profile's layout it was made over, the layout)."""
-
-    layouts: dict[int, tuple[tuple[GpuInstance, ...], tuple[GpuInstance, ...]]] = \
-        field(default_factory=dict)
-
-    def copy(self) -> MigLayer:
-        return MigLayer(dict(self.layouts))
-
-    def over(self, profile: State) -> State:
-        """``profile`` with the run-time layouts whose base it still has."""
-        if not self.layouts:
-            return profile
-        mig = tuple(replace(g, instances=self.layouts[g.minor][1])
-                    if g.minor in self.layouts and self.layouts[g.minor][0] == g.instances
-                    else g for g in profile.mig)
-        return replace(profile, mig=mig)
-
-    def prune(self, profile: State) -> None:
-        """Forget the entries ``profile`` no longer has the base of."""
-        bases = {g.minor: g.instances for g in profile.mig}
-        for minor in list(self.layouts):
-            if bases.get(minor) != self.layouts[minor][0]:
-                log.info("MIG layout of GPU minor %d set at run time ends: the profile "
-                         "changed it", minor)
-                del self.layouts[minor]
 
 
 def recheck(profile: State, minor: int, instances: tuple[GpuInstance, ...], where: YamlPath,

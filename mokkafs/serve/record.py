@@ -1,7 +1,7 @@
 """What a daemon changed at run time (its ``Layers``), as the state file keeps it for the
 next daemon (docs/faults.md, "Durable run-time state"): ``record`` writes the document,
 ``restore`` reads one back (a ``StateFileError`` names why it cannot be used). Pure: the file
-itself is ``mokkafs.serve.durable``'s.
+itself is ``mokkafs.serve.durable``'s, what a read gives back ``mokkafs.serve.restored``'s.
 
 A JSON object, its schema versioned: ``format`` and ``version``, then when it was written
 (``boot_id``, the daemon's clock and the wall clock) and one section per kind of change:
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -39,14 +39,15 @@ from pydantic import (
 )
 
 from mokkafs.faults.book import FaultBook
+from mokkafs.model.bdf import BDF_TEXT
 from mokkafs.model.mig import ComputeInstance, GpuInstance
-from mokkafs.profile.bdf import BDF_TEXT
-from mokkafs.profile.mig import MAX_CIS, MAX_GIS, MAX_GPUS, SLICES, UNITS
+from mokkafs.model.mig_tables import MAX_CIS, MAX_GIS, MAX_GPUS, SLICES, UNITS
 from mokkafs.profile.problems import Problems
 from mokkafs.profile.schema import MAX_FAULTS, Fault
-from mokkafs.serve.durable import StateFileError
 from mokkafs.serve.layers import Layers
-from mokkafs.serve.mig import MigLayer, recheck
+from mokkafs.serve.mig import recheck
+from mokkafs.serve.mig_layer import MigLayer
+from mokkafs.serve.restored import Restored, StateFileError
 from mokkafs.state import State
 from mokkafs.writes import dynids
 from mokkafs.writes.book import Write, WriteBook
@@ -86,7 +87,7 @@ class KeptCompute(_Closed):
     slices: Slices
 
 
-class KeptInstance(_Closed):  # bounded as the hardware is (mokkafs.profile.mig)
+class KeptInstance(_Closed):  # bounded as the hardware is (mokkafs.model.mig_tables)
     id: int = Field(ge=0, lt=MAX_GIS)
     profile: Name
     profile_id: Small
@@ -155,18 +156,6 @@ class StateDocument(_Closed):
     writes: list[KeptWrite] = Field(default=[], max_length=1 << 16)
     dynids: Annotated[list[KeptDynId], AfterValidator(_per_driver)] = Field(
         default=[], max_length=1 << 16)
-
-
-@dataclass
-class Restored:
-    layers: Layers
-    origins: dict[str, float] = field(default_factory=dict)  # name -> daemon clock
-    rebooted: bool = False
-    ended: list[str] = field(default_factory=list)  # what the reboot ended, a line each
-
-    @property
-    def book(self) -> FaultBook:
-        return self.layers.book
 
 
 def _instance(gi: GpuInstance) -> dict[str, object]:

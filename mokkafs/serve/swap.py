@@ -40,7 +40,7 @@ from mokkafs.fuse.view import TreeHolder
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
 from mokkafs.serve.layers import Layers
-from mokkafs.serve.mig import MigLayer
+from mokkafs.serve.mig_layer import MigLayer
 from mokkafs.serve.served import Installed, Prepared, served
 from mokkafs.serve.tell import Teller, told
 from mokkafs.source import Update

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mokkafs import counters
-from mokkafs.profile.identity import format_guid
+from mokkafs.model.identity import format_guid
 from mokkafs.state import IB_HW_COUNTERS, Hca, IbPort, State, Traffic
 from mokkafs.surfaces import rdma_cm
 from mokkafs.tree.assemble import Surface

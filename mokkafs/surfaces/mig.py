@@ -19,12 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mokkafs.model.mig import MigGpu
+from mokkafs.model.mig_tables import MAX_CIS
 from mokkafs.state import State
 from mokkafs.surfaces.nvidia_dev import CAPS_DIR, DevNode
 from mokkafs.surfaces.proc_driver_nvidia import (
     DRIVER,
     FIRST_GPU_MINOR,
-    MAX_CIS,
     MODE_ALL_READ,
     PER_GPU,
     capability,

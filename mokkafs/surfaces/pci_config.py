@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 
-from mokkafs.profile import sriov as sriov_regions
+from mokkafs.model import sriov as sriov_regions
 from mokkafs.state import Bar, Bridge, PciFunction
 from mokkafs.surfaces import sriov
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 
+from mokkafs.model.mig_tables import MAX_CIS, MAX_GIS, MAX_GPUS
 from mokkafs.state import PciFunction, State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
@@ -58,7 +59,6 @@ STRING_PARAMS = ("RegistryDwords", "RegistryDwordsPerDevice", "RmMsg", "GpuBlack
 
 # nv-caps.c's minor table: fabric-mgmt 0, mig config 1 and monitor 2, then per GPU (32) and
 # GPU instance (15) an access minor followed by its 8 compute instances', then the sys table.
-MAX_GPUS, MAX_GIS, MAX_CIS = 32, 15, 8
 MIG_CONFIG_MINOR, MIG_MONITOR_MINOR = 1, 2
 FIRST_GPU_MINOR = 3
 PER_GPU = MAX_GIS * (1 + MAX_CIS)

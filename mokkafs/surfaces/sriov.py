@@ -2,7 +2,7 @@
 VF's ``physfn`` link, and the SR-IOV extended capability of a PF's config space.
 
 Modes as the kernel has them: ``sriov_numvfs`` and ``sriov_drivers_autoprobe`` 0664, the
-others 0444. The VFs themselves are PCI functions of the State (``mokkafs.profile.sriov``), so
+others 0444. The VFs themselves are PCI functions of the State (``mokkafs.model.sriov``), so
 the pci and iommu surfaces serve them as any other function.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 
-from mokkafs.profile.sriov import vf_bar_base, vf_bdf
+from mokkafs.model.sriov import vf_bar_base, vf_bdf
 from mokkafs.state import PciFunction, Sriov, State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Node, relative_link, text

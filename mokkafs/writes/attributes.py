@@ -18,7 +18,7 @@ import errno
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mokkafs.profile import sriov
+from mokkafs.model import sriov
 from mokkafs.state import PciFunction, State
 
 

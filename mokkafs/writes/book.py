@@ -11,8 +11,8 @@ import errno
 import logging
 from dataclasses import dataclass, field, replace
 
-from mokkafs.profile import sriov
-from mokkafs.profile.bdf import BUS_TEXT
+from mokkafs.model import sriov
+from mokkafs.model.bdf import BUS_TEXT
 from mokkafs.state import State
 from mokkafs.writes import drivers, dynids, hotplug
 from mokkafs.writes.attributes import WriteRefused

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from mokkafs.profile.bdf import BDF_TEXT, BUS_TEXT
+from mokkafs.model.bdf import BDF_TEXT, BUS_TEXT
 from mokkafs.state import PciFunction, State
 from mokkafs.writes.attributes import Attribute, kstrtoul
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mokkafs.profile.identity import format_guid
+from mokkafs.model.identity import format_guid
 from mokkafs.surfaces.infiniband import device_numbers
 from tests.helpers.clocked import Clocked, clocked_mount
 from tests.helpers.consumers import node_exporter, with_dev_nodes, with_sys

@@ -12,7 +12,7 @@ import pytest
 
 from mokkafs.capture.infiniband import IbIdentity, port_identity
 from mokkafs.errors import ProfileError
-from mokkafs.profile import identity
+from mokkafs.model import identity
 from mokkafs.state import State
 from tests.helpers.mounts import SHIPPED_PROFILES
 from tests.helpers.profiles import state_of

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mokkafs import counters
-from mokkafs.profile import identity as ib_identity
+from mokkafs.model import identity as ib_identity
 from mokkafs.state import Traffic
 from mokkafs.surfaces.infiniband import device_numbers, rate_text
 from mokkafs.tree.nodes import File, Symlink

@@ -10,8 +10,8 @@ import pytest
 
 from mokkafs.delivery.cdi import build_spec
 from mokkafs.errors import ProfileError
+from mokkafs.model.mig_tables import SHAPES, TABLES
 from mokkafs.profile.mig import gi_id
-from mokkafs.profile.mig_tables import SHAPES, TABLES
 from mokkafs.state import State
 from mokkafs.surfaces.dev import char_devices
 from mokkafs.surfaces.mig import ci_minor, gi_minor

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mokkafs.profile.sriov import TOTAL_VFS, VF_DEVICE, vf_bdf
+from mokkafs.model.sriov import TOTAL_VFS, VF_DEVICE, vf_bdf
 from mokkafs.surfaces.net import names
 from mokkafs.writes.attributes import WriteRefused, kstrtobool, kstrtoul
 from tests.helpers.mounts import SHIPPED_PROFILES

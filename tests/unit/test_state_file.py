@@ -20,13 +20,13 @@ from mokkafs.serve.durable import (
     MAX_BYTES,
     MAX_REFUSED,
     StateFile,
-    StateFileError,
     file_name,
     restore_at_start,
 )
 from mokkafs.serve.layers import Layers
-from mokkafs.serve.mig import MigLayer
+from mokkafs.serve.mig_layer import MigLayer
 from mokkafs.serve.record import record, restore, restored_state
+from mokkafs.serve.restored import StateFileError
 from mokkafs.state import State
 from mokkafs.tree.build import TreeError
 from mokkafs.writes.book import Write, WriteBook

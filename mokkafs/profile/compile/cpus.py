@@ -3,8 +3,8 @@ nodes and threads per core."""
 
 from __future__ import annotations
 
+from mokkafs.model.bdf import RootId
 from mokkafs.profile import machine, topology
-from mokkafs.profile.bdf import RootId
 from mokkafs.profile.problems import Problems
 from mokkafs.profile.schema import PcieTopology, Profile
 from mokkafs.profile.values import MAX_CPUS

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mokkafs.model.bdf import Bdf
 from mokkafs.profile import devices, infiniband
-from mokkafs.profile.bdf import Bdf
 from mokkafs.profile.schema import InfiniBand
 from mokkafs.state import PcieLink, PciIdentity
 

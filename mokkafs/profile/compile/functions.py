@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from mokkafs.model.bdf import Bdf, RootId
 from mokkafs.profile import topology
-from mokkafs.profile.bdf import Bdf, RootId
 from mokkafs.profile.compile.endpoints import Endpoint
 from mokkafs.profile.compile.links import bridge_link
 from mokkafs.profile.compile.windows import allocate, bridge_windows

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mokkafs.profile.bdf import Bdf
+from mokkafs.model.bdf import Bdf
 from mokkafs.profile.compile.endpoints import Endpoint
 from mokkafs.profile.topology import BridgeSpec
 from mokkafs.state import PcieLink

@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mokkafs.errors import Problem, ProfileError
-from mokkafs.profile import devices, infiniband, machine, sriov, topology
-from mokkafs.profile.bdf import Bdf, RootId
+from mokkafs.model import sriov
+from mokkafs.model.bdf import Bdf, RootId
+from mokkafs.profile import devices, infiniband, machine, topology
 from mokkafs.profile.compile.cpus import root_complexes
 from mokkafs.profile.compile.endpoints import identities
 from mokkafs.profile.compile.functions import pci_functions

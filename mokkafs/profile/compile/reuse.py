@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from mokkafs.profile.bdf import Bdf
+from mokkafs.model.bdf import Bdf
 from mokkafs.profile.schema import InfiniBand, Profile
 from mokkafs.state import Machine, PciFunction, RootComplex
 

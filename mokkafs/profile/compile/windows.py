@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable
 
+from mokkafs.model.bdf import Bdf
 from mokkafs.profile import devices
-from mokkafs.profile.bdf import Bdf
 from mokkafs.profile.compile.endpoints import Endpoint
 from mokkafs.state import Bar
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, PlainValidator, field_validator
 
-from mokkafs.profile.identity import LAST_UNICAST_LID
+from mokkafs.model.identity import LAST_UNICAST_LID
 from mokkafs.profile.values import (
     MAX_HCAS,
     MAX_UPTIME,

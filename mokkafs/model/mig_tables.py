@@ -1,9 +1,15 @@
 """The MIG profile tables: the geometry of each GPU instance profile (the same on every model
-listed) and the names each model's driver gives them (docs/mig-imex.md, "MIG profile tables")."""
+listed) and the names each model's driver gives them (docs/mig-imex.md, "MIG profile tables");
+and the bounds of a MIG-capable board and of the driver's minor table."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+UNITS = 8  # memory units of a MIG-capable board (placements are in these)
+SLICES = 7  # compute slices
+# nv-caps.c's minor table: GPUs, GPU instances of each, compute instances of each
+MAX_GPUS, MAX_GIS, MAX_CIS = 32, 15, 8
 
 
 @dataclass(frozen=True)
