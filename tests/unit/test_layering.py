@@ -47,7 +47,7 @@ from tests.helpers.mounts import REPO
 
 PACKAGE = REPO / "mokkafs"
 
-RANKS = {"errors": 0, "state": 0, "model": 0, "clock": 0, "bin": 0, "__init__": 0,
+RANKS = {"errors": 0, "state": 0, "model": 0, "clock": 0, "bin": 0, "lib": 0, "__init__": 0,
          "counters": 1, "tree": 1, "profile": 1,
          "surfaces": 2, "faults": 2, "host": 2, "writes": 2,
          "source": 3, "fuse": 3, "obs": 3,
