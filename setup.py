@@ -33,8 +33,9 @@ class BuildNative(build_ext):
         self.compiler.link_executable(objects, "mokkafs-hook", output_dir=str(out),
                                       libraries=["json-c"], extra_postargs=["-static"])
         fuse = [shlex.split(pkg_config(flag)) for flag in ("--cflags", "--libs")]
-        objects = self.compiler.compile(["native/mokkafs_kmsg.c", "native/kmsg_relay.c"],
-                                        output_dir=self.build_temp, depends=["native/kmsg_relay.h"],
+        objects = self.compiler.compile(["native/mokkafs_kmsg.c", "native/kmsg_relay.c",
+                                         "native/kmsg_pollers.c"], output_dir=self.build_temp,
+                                        depends=["native/kmsg_relay.h", "native/kmsg_pollers.h"],
                                         extra_postargs=[*WARNINGS, "-O2", "-pthread", *fuse[0]])
         self.compiler.link_executable(objects, "mokkafs-kmsg", output_dir=str(out),
                                       extra_postargs=["-pthread", *fuse[1]])

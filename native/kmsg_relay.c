@@ -13,9 +13,12 @@
  * - A READ the kernel interrupts (FUSE_INTERRUPT: its reader got a signal, or was killed) is
  *   sent on as INTERRUPT with the READ's number, once the READ itself is on the socket; the
  *   daemon ends that read (EINTR, unless its record came first).
+ * - A POLL is answered with the daemon's mask. A reply numbered NOTIFY asks for no request:
+ *   it wakes the kernel's poller of the file its value names (kmsg_pollers.c).
  */
 #define _GNU_SOURCE
 #include "kmsg_relay.h"
+#include "kmsg_pollers.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -236,6 +239,8 @@ static void answer(const struct slot *s, int error, int64_t value, const char *d
 			relay_send(0, RELEASE, value, 0, 0, 0);
 	} else if (s->op == READ) {
 		fuse_reply_buf(s->req, data, size);
+	} else if (s->op == POLL) {
+		fuse_reply_poll(s->req, (unsigned)value);
 	} else {
 		fuse_reply_err(s->req, 0);
 	}
@@ -252,6 +257,10 @@ void *relay_receive(void *unused) {
 			break;
 		uint32_t error;
 		memcpy(&error, m + 8, 4);
+		if (get64(m) == NOTIFY) {
+			pollers_wake(get64(m + 12));
+			continue;
+		}
 		struct slot s;
 		if (take(get64(m), &s))
 			answer(&s, (int)le32toh(error), (int64_t)get64(m + 12), (const char *)m + REPLY_SIZE,

@@ -15,7 +15,8 @@
 #define LARGEST (1 << 20) /* relay.LARGEST: a read asks for at most max_pages pages */
 #define REQUEST_SIZE 41   /* relay.REQUEST "<QBqqqq": number, operation, a, b, c, d */
 #define REPLY_SIZE 20     /* relay.REPLY "<Qiq": number, errno, value; then the data */
-enum { MOUNTED = 0, OPEN = 1, READ = 2, RELEASE = 3, INTERRUPT = 4 };
+enum { MOUNTED = 0, OPEN = 1, READ = 2, RELEASE = 3, INTERRUPT = 4, POLL = 5 };
+#define NOTIFY 0 /* relay.NOTIFY: a reply of this number wakes the poller of its value's file */
 
 /* Take socket `sock` (close-on-exec from now on); 0, or -1 with errno set. */
 int relay_start(int sock);

@@ -4,8 +4,8 @@
  *
  * It mounts a FUSE connection whose root is one file over the view's dev/kmsg at PATH
  * (libfuse takes the root's mode from the mountpoint: a regular file), and answers that
- * file's opens, reads and releases through the daemon, over the SOCK_SEQPACKET socket FD
- * (kmsg_relay.c; the protocol: mokkafs/fuse/relay.py; the daemon's side:
+ * file's opens, reads, polls and releases through the daemon, over the SOCK_SEQPACKET
+ * socket FD (kmsg_relay.c; the protocol: mokkafs/fuse/relay.py; the daemon's side:
  * mokkafs/serve/kmsg.py). It keeps no State and no clock.
  *
  * - Opens are answered direct_io, without keep_cache: every reader keeps a position of its
@@ -19,6 +19,9 @@
  *   multi-threaded loop would hold a thread and a 1 MiB buffer for each waiting read.
  * - A read the kernel interrupts (its reader got a signal, or was killed, whichever process
  *   of those sharing the file it is) is ended by the daemon: EINTR.
+ * - A poll is asked of the daemon too (is a record there?). The kernel's poll handle is
+ *   kept, by file handle, until the daemon's NOTIFY for that file (a record came), a newer
+ *   poll of it, or its release (kmsg_pollers.c).
  * - SIGTERM or SIGINT (the daemon's ordered stop): every request still waiting gets
  *   ENOTCONN, and it unmounts. The daemon's end closing (the daemon is gone): the same,
  *   without unmounting; the view's own mount is gone or dead, and detaching it detaches
@@ -31,6 +34,7 @@
  * kmsg_relay.h) and the mount options (mokkafs/fuse/mount.py `options`).
  */
 #define _GNU_SOURCE
+#include "kmsg_pollers.h"
 #include "kmsg_relay.h"
 
 #include <errno.h>
@@ -83,7 +87,18 @@ static void kmsg_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void kmsg_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
 	(void)ino;
+	pollers_drop(fi->fh);
 	relay_call(req, RELEASE, (int64_t)fi->fh, 0, 0, 0, NULL);
+}
+
+/* A poll is the daemon's to answer; the kernel's handle (the poller will sleep) is kept
+ * here until the daemon's NOTIFY for the file */
+static void kmsg_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		      struct fuse_pollhandle *ph) {
+	(void)ino;
+	if (ph != NULL)
+		pollers_keep(fi->fh, ph);
+	relay_call(req, POLL, (int64_t)fi->fh, ph != NULL, 0, 0, NULL);
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -91,6 +106,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.open = kmsg_open,
 	.read = kmsg_read,
 	.release = kmsg_release,
+	.poll = kmsg_poll,
 };
 
 /* os.path.abspath: `path` made absolute against the working directory, then normalized

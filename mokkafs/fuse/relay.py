@@ -1,5 +1,6 @@
 """The stream relay: how the kmsg mount's process (``mokkafs-kmsg``, native/mokkafs_kmsg.c)
-hands its readers' opens, reads and releases to the daemon's ``Streams``, over a socket pair.
+hands its readers' opens, reads, polls and releases to the daemon's ``Streams``, over a
+socket pair.
 
 ``dev/kmsg`` is served by a second FUSE connection mounted over it, in a process of its own,
 in both cache modes (docs/kmsg.md): the view's connection cannot (no-open mode sends it no
@@ -12,14 +13,18 @@ The socket is ``SOCK_SEQPACKET``: one message a request, one a reply, in any ord
 read does not hold up the others). A request is ``REQUEST`` (its number, the operation, four
 arguments); a reply is ``REPLY`` (the request's number, an errno or 0, a value) and the data
 read. The process sends ``MOUNTED`` (number 0) once its mount is in place, and ``INTERRUPT``
-with a read's number when the kernel interrupts that read: the read ends (EINTR). The C
-program keeps its own copy of these formats; tests/unit/test_kmsg_native.py checks they agree.
+with a read's number when the kernel interrupts that read: the read ends (EINTR). ``POLL``
+asks whether a read would wait (its value: the poll mask); when the process holds the kernel's
+poll handle (``b`` 1), the daemon later sends a reply numbered ``NOTIFY`` (0), whose value is
+the handle's file: the process then wakes that poller. The C program keeps its own copy of
+these formats; tests/unit/test_kmsg_native.py checks they agree.
 
 | operation | a | b | c | d |
 |---|---|---|---|---|
 | OPEN | the open's flags | the opener's PID | | |
 | READ | the handle | the file position | the size | the file's flags at this read |
 | RELEASE | the handle | | | |
+| POLL | the handle | 1: notify when readable | | |
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ log = logging.getLogger(__name__)
 
 REQUEST = struct.Struct("<QBqqqq")  # number, operation, arguments
 REPLY = struct.Struct("<Qiq")  # number, errno (0: done), value; then the bytes read
-MOUNTED, OPEN, READ, RELEASE, INTERRUPT = 0, 1, 2, 3, 4
+MOUNTED, OPEN, READ, RELEASE, INTERRUPT, POLL = 0, 1, 2, 3, 4, 5
+NOTIFY = 0  # the number of a reply no request asked for: wake the poller of its value's file
 LARGEST = 1 << 20  # the largest message (a read asks for at most libfuse's 256 pages)
 
 
@@ -58,6 +64,16 @@ async def serve_relay(sock: trio.socket.SocketType, streams: Streams,
     opened: set[int] = set()
     reads: dict[int, trio.CancelScope] = {}  # the reads under way, by request number
     sending = trio.Lock()  # one send at a time on a trio socket
+
+    async def send(message: bytes) -> None:
+        try:
+            async with sending:
+                await sock.send(message)
+        except (OSError, trio.ClosedResourceError):
+            pass  # the process is gone: nobody waits for this
+
+    def notifier(fh: int) -> Callable[[], None]:
+        return lambda: nursery.start_soon(send, reply(NOTIFY, 0, fh))
 
     async def answer(number: int, op: int, a: int, b: int, c: int, d: int,
                      scope: trio.CancelScope) -> None:
@@ -79,6 +95,10 @@ async def serve_relay(sock: trio.socket.SocketType, streams: Streams,
             elif op == RELEASE:
                 opened.discard(a)
                 streams.release(a)
+            elif op == POLL:
+                if a not in opened:
+                    raise pyfuse3.FUSEError(errno.EBADF)
+                value = streams.poll(a, notifier(a) if b else None)
             else:
                 raise pyfuse3.FUSEError(errno.ENOSYS)
         except pyfuse3.FUSEError as exc:
@@ -88,11 +108,7 @@ async def serve_relay(sock: trio.socket.SocketType, streams: Streams,
             error = errno.EIO
         finally:
             reads.pop(number, None)
-        try:
-            async with sending:
-                await sock.send(reply(number, error, value, data))
-        except (OSError, trio.ClosedResourceError):
-            pass  # the process is gone: nobody waits for this
+        await send(reply(number, error, value, data))
 
     try:
         async with trio.open_nursery() as nursery:

@@ -17,6 +17,10 @@ They are served through the kmsg mount (``mokkafs.fuse.relay``, docs/kmsg.md).
 - A buffer too small for the record: EINVAL.
 - At most ``MAX_READERS`` opens at once. One more fails EBUSY, logged and counted
   (``refused``): a follower must never take a refusal for the end of the log.
+- ``poll`` answers as ``devkmsg_poll``: readable when a read would not wait. A poller that
+  will sleep leaves a notify; a task of the daemon's calls it once when the next record's
+  time comes (checked again at each swap). The poller waits in the kernel, not in the
+  daemon: no request is held, and nothing wakes while no record is due.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import errno
 import itertools
 import logging
 import os
+import select
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyfuse3
@@ -40,6 +46,9 @@ log = logging.getLogger(__name__)
 END = 1 << 62  # the size a stream file shows: where SEEK_END puts a reader
 FIRST_HANDLE = 1 << 48  # stream handles, apart from any other handle or inode number
 MAX_READERS = 1024
+READABLE = select.POLLIN | select.POLLRDNORM
+DROPPED = select.POLLERR | select.POLLPRI  # devkmsg_poll: the ring passed the reader
+Notify = Callable[[], None]  # wakes a poller (the relay's NOTIFY)
 
 
 @dataclass
@@ -47,6 +56,7 @@ class Reader:
     inode: int
     seq: int | None = None  # the next record's number (None: the oldest, at the first read)
     expect: int = 0  # the file position a read continues at
+    watch: trio.CancelScope | None = None  # the task that will notify its poller
 
 
 class Streams:
@@ -78,7 +88,10 @@ class Streams:
         return pyfuse3.FileInfo(fh=fh, direct_io=True, keep_cache=False)
 
     def release(self, fh: int) -> None:
-        if self.readers.pop(fh, None) is not None and self._full:
+        reader = self.readers.pop(fh, None)
+        if reader is not None and reader.watch is not None:
+            reader.watch.cancel()
+        if reader is not None and self._full:
             self._full = False
             log.info("the kernel log has room for readers again (%d opens refused so far)",
                      self.refused)
@@ -125,20 +138,67 @@ class Streams:
                 raise pyfuse3.FUSEError(errno.EAGAIN)
             await self._wait(records.next_at(now))
 
+    def poll(self, fh: int, notify: Notify | None) -> int:
+        """``READABLE`` when a read would not wait (and ``DROPPED`` too when it would get
+        EPIPE), else 0. With ``notify`` and nothing to read, ``notify`` is called once when
+        there is; a later poll of the same reader replaces it, its release drops it."""
+        reader = self.readers[fh]
+        if reader.watch is not None:
+            reader.watch.cancel()
+            reader.watch = None
+        mask = self._mask(reader)
+        if not mask and notify is not None:
+            reader.watch = trio.CancelScope()
+            trio.lowlevel.spawn_system_task(self._notify_when_readable, reader, reader.watch,
+                                            notify)
+        return mask
+
+    def _mask(self, reader: Reader) -> int:
+        records = self._records(reader.inode)
+        now = self.clock()
+        first = records.first(now)
+        seq = first if reader.seq is None else reader.seq  # unread: a read at 0 takes the oldest
+        if seq < first:
+            return READABLE | DROPPED
+        return READABLE if seq < records.count(now) else 0
+
+    async def _notify_when_readable(self, reader: Reader, scope: trio.CancelScope,
+                                    notify: Notify) -> None:
+        """Sleep until the next record's time or a swap, until the reader has a record; then
+        wake its poller. A system task: nothing may escape it."""
+        with scope:
+            try:
+                while not self._mask(reader):
+                    await self._sleep(self._records(reader.inode).next_at(self.clock()))
+            except pyfuse3.FUSEError:
+                pass  # the file left the view: a read answers its error now
+            except Exception:  # a bug: wake the poller, whose read will tell
+                log.exception("watching the kernel log for a poller failed")
+            if reader.watch is scope:
+                reader.watch = None
+            try:
+                notify()
+            except Exception:  # the process is gone: nobody waits
+                log.debug("a kernel log poller could not be woken", exc_info=True)
+
     async def _wait(self, when: float | None) -> None:
-        """Until the daemon's clock reads ``when`` (None: no record is due), or a swap."""
-        swapped = self.holder.swapped
+        """A read's wait: ``_sleep``, counted in ``waiting``."""
         self.waiting += 1
         try:
-            if when is None:
-                await swapped.wait()
-                return
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._until, when, nursery.cancel_scope)
-                await swapped.wait()
-                nursery.cancel_scope.cancel()
+            await self._sleep(when)
         finally:
             self.waiting -= 1
+
+    async def _sleep(self, when: float | None) -> None:
+        """Until the daemon's clock reads ``when`` (None: no record is due), or a swap."""
+        swapped = self.holder.swapped
+        if when is None:
+            await swapped.wait()
+            return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._until, when, nursery.cancel_scope)
+            await swapped.wait()
+            nursery.cancel_scope.cancel()
 
     async def _until(self, when: float, scope: trio.CancelScope) -> None:
         await self.sleep_until(when)

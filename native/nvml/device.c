@@ -29,8 +29,12 @@ NVML_API nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
     return nvmlDeviceGetCount_v2(deviceCount);
 }
 
+/* The handle of a listed GPU; GPU_IS_LOST when it fell off the bus (nvidia-smi then says
+ * "Unable to determine the device handle for GPU ...: GPU is lost") */
 static nvmlReturn_t handle_out(const char *bdf, nvmlDevice_t *device)
 {
+    if (!gpu_present(bdf))
+        return NVML_ERROR_GPU_IS_LOST;
     nvmlDevice_t made = handle_of(bdf);
     if (!made)
         return NVML_ERROR_INSUFFICIENT_RESOURCES;

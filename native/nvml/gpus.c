@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The GPUs the driver lists (proc/driver/nvidia/gpus/<bdf>), in PCI order, and the handles.
  * A handle names a GPU by its sysfs bus ID and lives as long as the process: it stays valid
- * across swaps, and answers GPU_IS_LOST while its GPU is not in the view. */
+ * across swaps, and answers GPU_IS_LOST while its GPU is not in the view or has fallen off
+ * the bus (its config space reads all ones). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -108,6 +109,15 @@ nvmlDevice_t handle_of(const char *bdf)
     return found;
 }
 
+int gpu_present(const char *bdf)
+{
+    char rel[PATH_MAX], config[5];
+    snprintf(rel, sizeof(rel), "%s/%s/config", PCI_DEVICES, bdf);
+    long n = view_read(rel, config, sizeof(config));
+    /* a read of a function that fell off the bus completes with all ones (docs/faults.md) */
+    return n >= 2 && !((unsigned char)config[0] == 0xff && (unsigned char)config[1] == 0xff);
+}
+
 nvmlReturn_t handle_check(nvmlDevice_t device)
 {
     nvmlReturn_t ret = view_check();
@@ -120,7 +130,7 @@ nvmlReturn_t handle_check(nvmlDevice_t device)
     pthread_mutex_unlock(&lock);
     if (at < first || at >= end || (at - first) % sizeof(handles[0]) != 0)
         return NVML_ERROR_INVALID_ARGUMENT;
-    return NVML_SUCCESS;
+    return gpu_present(device->bdf) ? NVML_SUCCESS : NVML_ERROR_GPU_IS_LOST;
 }
 
 nvmlReturn_t gpu_info(nvmlDevice_t device, const char *key, char *out, size_t size)

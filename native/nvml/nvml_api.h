@@ -240,5 +240,6 @@ NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t devi
                                                                nvmlProcessInfo_t *infos);
 
 #include "nvml_api_links.h" /* topology, NVLink and fabric */
+#include "nvml_api_events.h" /* health events */
 
 #endif

@@ -50,8 +50,10 @@ int bdf_split(const char *bdf, unsigned int *domain, unsigned int *bus, unsigned
 int gpus_list(char bdfs[][BDF_SIZE], int max);
 /* The handle of a bus ID (made at its first use), or NULL when the table is full */
 nvmlDevice_t handle_of(const char *bdf);
+/* Is the GPU there and on the bus: its config space readable, its vendor ID not all ones? */
+int gpu_present(const char *bdf);
 /* Checks a caller's handle: INVALID_ARGUMENT unless it is ours, GPU_IS_LOST when its GPU
- * left the view, else NVML_SUCCESS. Checks nvmlInit first. */
+ * left the view or fell off the bus, else NVML_SUCCESS. Checks nvmlInit first. */
 nvmlReturn_t handle_check(nvmlDevice_t device);
 /* One field of the GPU's information file: NVML_SUCCESS, GPU_IS_LOST or UNKNOWN */
 nvmlReturn_t gpu_info(nvmlDevice_t device, const char *key, char *out, size_t size);

@@ -185,6 +185,49 @@ static void bad_input(unsigned int count)
     same("an unknown code's string", strcmp(nvmlErrorString(12345), "Unknown Error") == 0);
 }
 
+static void *wait_briefly(void *set)
+{
+    nvmlEventData_t data;
+    expect("threads: a wait with nothing to come", nvmlEventSetWait_v2(set, &data, 50),
+           NVML_ERROR_TIMEOUT);
+    return NULL;
+}
+
+/* Event sets: bad input, waits that time out (two threads on one set), the sets freed */
+static void events(nvmlDevice_t h)
+{
+    nvmlEventSet_t set = NULL, other = NULL;
+    nvmlEventData_t data;
+    unsigned long long types = 0;
+    pthread_t threads[2];
+    expect("NULL set out", nvmlEventSetCreate(NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("event set", nvmlEventSetCreate(&set), NVML_SUCCESS);
+    expect("another event set", nvmlEventSetCreate(&other), NVML_SUCCESS);
+    expect("supported events", nvmlDeviceGetSupportedEventTypes(h, &types), NVML_SUCCESS);
+    same("Xid events are supported", (types & nvmlEventTypeXidCriticalError) != 0);
+    expect("NULL types", nvmlDeviceGetSupportedEventTypes(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("register", nvmlDeviceRegisterEvents(h, types, set), NVML_SUCCESS);
+    expect("register a type the API lacks", nvmlDeviceRegisterEvents(h, 1ULL << 40, set),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("register on no set", nvmlDeviceRegisterEvents(h, types, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("register a type not supported", nvmlDeviceRegisterEvents(h, 0x4, set),
+           NVML_ERROR_NOT_SUPPORTED);
+    expect("NULL data", nvmlEventSetWait_v2(set, NULL, 0), NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL data, old name", nvmlEventSetWait(set, NULL, 0), NVML_ERROR_INVALID_ARGUMENT);
+    expect("nothing came", nvmlEventSetWait_v2(set, &data, 0), NVML_ERROR_TIMEOUT);
+    expect("nothing came, old name", nvmlEventSetWait(other, &data, 10), NVML_ERROR_TIMEOUT);
+    for (int t = 0; t < 2; t++)
+        pthread_create(&threads[t], NULL, wait_briefly, set);
+    for (int t = 0; t < 2; t++)
+        pthread_join(threads[t], NULL);
+    expect("free", nvmlEventSetFree(set), NVML_SUCCESS);
+    expect("free again", nvmlEventSetFree(set), NVML_ERROR_INVALID_ARGUMENT);
+    expect("wait on a freed set", nvmlEventSetWait_v2(set, &data, 0),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("free the other", nvmlEventSetFree(other), NVML_SUCCESS);
+}
+
 int main(void)
 {
     unsigned int count = 0;
@@ -210,6 +253,8 @@ int main(void)
             first = h;
     }
     bad_input(count);
+    if (first)
+        events(first);
     if (count > 0) {
         nvmlDevice_t last;
         pthread_t threads[THREADS];

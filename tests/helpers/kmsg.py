@@ -44,8 +44,18 @@ def kmsg_mount_of(mnt: Path) -> MountEntry | None:
 
 def blocked_in_read(pid: int) -> bool:
     """Whether process ``pid`` (its main thread) waits in read(2) (x86_64's number 0)."""
+    return _blocked_in(pid, {"0"})
+
+
+def blocked_in_poll(pid: int) -> bool:
+    """Whether process ``pid`` (its main thread) waits in poll(2) or ppoll(2) (x86_64's 7,
+    271)."""
+    return _blocked_in(pid, {"7", "271"})
+
+
+def _blocked_in(pid: int, calls: set[str]) -> bool:
     try:
-        return Path(f"/proc/{pid}/syscall").read_text().startswith("0 ")
+        return Path(f"/proc/{pid}/syscall").read_text().split(" ", 1)[0] in calls
     except OSError:
         return False
 

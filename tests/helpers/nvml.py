@@ -103,9 +103,21 @@ class PynvmlProcess:
                                         stderr=subprocess.PIPE, text=True, cwd=REPO)
 
     def read(self) -> Any:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write("\n")
+        return self.ask("")
+
+    def ask(self, line: str) -> Any:
+        """Send ``line``; its answer."""
+        self.send(line)
+        return self.read_line()
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
+
+    def read_line(self) -> Any:
+        """The next line of JSON the process prints."""
+        assert self.process.stdout is not None
         line = self.process.stdout.readline()
         assert line, self.close()
         return json.loads(line)

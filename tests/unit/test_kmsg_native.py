@@ -1,6 +1,6 @@
 """The facts the kmsg mount's C program (native/mokkafs_kmsg.c, native/kmsg_relay.h) keeps a
 copy of (a C program cannot import them) agree with their definitions in the package: the
-stream file's size, relay.py's formats and operations, and the mount options
+stream file's size, relay.py's formats and operations (its NOTIFY too), and the mount options
 mokkafs.fuse.mount gives."""
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def test_the_operations_are_relays() -> None:
     numbered = dict(part.split(" = ") for part in ops[1].split(", "))
     assert {name: int(n) for name, n in numbered.items()} == {
         "MOUNTED": relay.MOUNTED, "OPEN": relay.OPEN, "READ": relay.READ,
-        "RELEASE": relay.RELEASE, "INTERRUPT": relay.INTERRUPT}
+        "RELEASE": relay.RELEASE, "INTERRUPT": relay.INTERRUPT, "POLL": relay.POLL}
+    assert value("NOTIFY") == relay.NOTIFY
 
 
 def test_the_mount_options_are_the_views() -> None:

@@ -34,6 +34,8 @@ class Process:
         self._numbers = itertools.count(1)
         self._replies: dict[int, tuple[int, int, bytes]] = {}
         self._arrived: dict[int, trio.Event] = {}
+        self.notified: list[int] = []  # the files of the daemon's NOTIFY replies
+        self.notice = trio.Event()  # set at each NOTIFY
 
     async def call(self, op: int, a: int = 0, b: int = 0, c: int = 0, d: int = 0
                    ) -> tuple[int, bytes]:
@@ -57,6 +59,10 @@ class Process:
     async def receive(self) -> None:
         while len(message := await self.sock.recv(relay.LARGEST)) >= relay.REPLY.size:
             number, error, value = relay.REPLY.unpack_from(message)
+            if number == relay.NOTIFY:
+                self.notified.append(value)
+                self.notice.set()
+                continue
             self._replies[number] = (error, value, message[relay.REPLY.size:])
             self._arrived.pop(number).set()
 
