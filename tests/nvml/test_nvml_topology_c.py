@@ -54,6 +54,7 @@ def gpu_at(root: Path, bridges: list[str], bdf: str, numa: int) -> None:
     path.mkdir(parents=True)
     (path / "numa_node").write_text(f"{numa}\n")
     (path / "local_cpulist").write_text("0-3\n")
+    (path / "config").write_bytes(bytes.fromhex("de10 3023"))  # NVIDIA's: on the bus, not lost
     link = root / "sys/bus/pci/devices" / bdf
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(f"../../../devices/pci0000:00/{'/'.join([*bridges, bdf])}")
