@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 from mokkafs.errors import MokkafsError
+from mokkafs.model.sysfs import BUS_PCI, PCI_BUS_CLASS
 from mokkafs.surfaces import (
     cpu,
     dmi,
@@ -20,8 +21,6 @@ from mokkafs.surfaces import (
     net,
     nvidia_dev,
     nvswitch_proc,
-    pci,
-    pci_bus,
     proc_cpu_mem,
     proc_devices,
     proc_driver_nvidia,
@@ -36,10 +35,10 @@ PACKAGE = Path(__file__).resolve().parents[1]  # where pip builds the shim
 # bridges, is matched by pattern in native/path_map.c. Spelled by the surfaces' own constants,
 # so a path moves in one place.
 REDIRECTED: tuple[str, ...] = tuple("/" + path for path in (
-    pci.BUS_PCI,
+    BUS_PCI,
     *(f"{infiniband.SYS_CLASS}/{name}" for name in ("infiniband", "infiniband_verbs",
                                                      "infiniband_mad")),
-    pci_bus.PCI_BUS_CLASS,
+    PCI_BUS_CLASS,
     iommu.GROUPS,
     dmi.DEVICE.rpartition("/")[0],  # the dmi device, whose id/ holds the attributes
     dmi.DMI_CLASS,

@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mokkafs.model.sysfs import BUS_PCI_DRIVERS
 from mokkafs.state import State
-from mokkafs.surfaces.pci import BUS_PCI
 from mokkafs.tree.assemble import stateless
-from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, text, write_only
 
 MODULES = "sys/module"
 PROC_MODULES = "proc/modules"
@@ -104,7 +104,7 @@ def _module(m: Module, holders: list[str]) -> Iterator[Node]:
     yield text(f"{d}/initsize", 0)
     yield text(f"{d}/taint", m.taint)
     yield text(f"{d}/refcnt", len(holders))
-    yield File(f"{d}/uevent", b"", 0o200, error=13)  # write-only
+    yield write_only(f"{d}/uevent")
     yield Dir(f"{d}/holders")
     for user in holders:
         yield relative_link(f"{d}/holders/{user}", f"{MODULES}/{user}")
@@ -115,8 +115,8 @@ def _module(m: Module, holders: list[str]) -> Iterator[Node]:
     if m.drivers:
         yield Dir(f"{d}/drivers")
         for drv in m.drivers:
-            yield relative_link(f"{d}/drivers/pci:{drv}", f"{BUS_PCI}/drivers/{drv}")
-            yield relative_link(f"{BUS_PCI}/drivers/{drv}/module", d)
+            yield relative_link(f"{d}/drivers/pci:{drv}", f"{BUS_PCI_DRIVERS}/{drv}")
+            yield relative_link(f"{BUS_PCI_DRIVERS}/{drv}/module", d)
 
 
 def proc_modules(state: State, modules: tuple[Module, ...]) -> bytes:
