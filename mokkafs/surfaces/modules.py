@@ -25,6 +25,7 @@ from mokkafs.model.sysfs import BUS_PCI_DRIVERS
 from mokkafs.state import State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text, write_only
+from mokkafs.tree.roots import bound, kernel
 
 MODULES = "sys/module"
 PROC_MODULES = "proc/modules"
@@ -144,4 +145,6 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(PROC_MODULES, proc_modules(state, modules), 0o444)
 
 
-SURFACE = stateless("modules", nodes, ("driver", "pci_drivers", "rdma_loaded", "host"))
+# Each simulated module's directory (the host's others stay beside them), and the module list
+SURFACE = stateless("modules", nodes, ("driver", "pci_drivers", "rdma_loaded", "host"),
+                    (*(kernel(f"{MODULES}/{name}") for name in NAMES), bound(PROC_MODULES)))

@@ -22,6 +22,7 @@ from mokkafs.model.nvml import ARCHITECTURES, BRANDS, GpuNvml
 from mokkafs.state import GpuInfo, State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
+from mokkafs.tree.roots import own
 
 ROOT = "run/mokkafs-nvml"
 
@@ -111,4 +112,5 @@ def nodes(state: State) -> Iterator[Node]:
         yield gpu_file(f"{ROOT}/gpus/{fn.bdf}", fn.gpu, state)
 
 
-SURFACE = stateless("nvml", nodes, ("functions", "driver", "started_at", "counter_quantum"))
+SURFACE = stateless("nvml", nodes, ("functions", "driver", "started_at", "counter_quantum"),
+                    (own(ROOT),))

@@ -24,6 +24,7 @@ from mokkafs.model.sysfs import (
     BUS_WRITE_ONLY,
     DRIVER_WRITE_ONLY,
     FUNCTION_WRITE_ONLY,
+    HOST_BRIDGES,
     REMOVE,
     SYS_DEVICES,
 )
@@ -32,6 +33,7 @@ from mokkafs.surfaces import pci_kept, pci_link, power
 from mokkafs.surfaces.pci_config import config_space, resource_text
 from mokkafs.tree.assemble import Surface
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text, write_only
+from mokkafs.tree.roots import kernel
 
 
 def cpulist(cpus: tuple[int, ...]) -> str:
@@ -173,4 +175,5 @@ def nodes(state: State, functions: FunctionCache) -> Iterator[Node]:
 
 
 SURFACE = Surface("pci", nodes, ("functions", "roots", "nr_cpus", "started_at",
-                                 "counter_quantum", "pci_drivers"), FunctionCache)
+                                 "counter_quantum", "pci_drivers"),
+                  (kernel(BUS_PCI), kernel(HOST_BRIDGES, "bus")), FunctionCache)

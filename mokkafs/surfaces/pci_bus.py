@@ -14,6 +14,7 @@ from mokkafs.surfaces import power
 from mokkafs.surfaces.pci import cpulist, cpumask
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text, write_only
+from mokkafs.tree.roots import kernel
 
 
 def _bus(parent: str, bus_id: str, cpus: tuple[int, ...], nr_cpus: int) -> Iterator[Node]:
@@ -40,4 +41,4 @@ def nodes(state: State) -> Iterator[Node]:
             yield from _bus(fn.path, bus_id, fn.cpus, state.nr_cpus)
 
 
-SURFACE = stateless("pci_bus", nodes, ("functions", "roots", "nr_cpus"))
+SURFACE = stateless("pci_bus", nodes, ("functions", "roots", "nr_cpus"), (kernel(PCI_BUS_CLASS),))
