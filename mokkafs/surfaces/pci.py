@@ -80,9 +80,11 @@ def uevent(fn: PciFunction) -> str:
             f"PCI_SLOT_NAME={fn.bdf}\nMODALIAS={modalias(fn)}\n")
 
 
-# What one function's nodes are made of: the function, and the State's CPU count and
-# counters' clock (``power.of_pci_function``).
-FunctionInputs = tuple[PciFunction, int, float, float]
+# The State's fields one function's nodes read besides the function itself (``function``):
+# the CPU count, and the counters' clock (``power.of_pci_function``). With the function, they
+# are the key its nodes are kept by; tests/unit/test_surface_inputs.py proves the list whole.
+FUNCTION_INPUTS = ("nr_cpus", "started_at", "counter_quantum")
+FunctionInputs = tuple[PciFunction, tuple[object, ...]]  # and FUNCTION_INPUTS' values
 
 
 class FunctionCache:
@@ -95,7 +97,8 @@ class FunctionCache:
         self.last: dict[FunctionInputs, tuple[Node, ...]] = {}
 
 
-def _function(fn: PciFunction, state: State) -> Iterator[Node]:
+def function(fn: PciFunction, state: State) -> Iterator[Node]:
+    """The nodes of one function's directory: of the function and ``FUNCTION_INPUTS``."""
     if fn.raw is not None:  # kept as a capture found it
         rebound = fn.native_driver is not None and fn.kind != "other"
         yield from pci_kept.function(fn, state, uevent(fn).encode() if rebound else None)
@@ -163,10 +166,11 @@ def nodes(state: State, functions: FunctionCache) -> Iterator[Node]:
             yield write_only(f"{ddir}/{name}")
     last = functions.last
     made: dict[FunctionInputs, tuple[Node, ...]] = {}
+    shared = tuple(getattr(state, name) for name in FUNCTION_INPUTS)
     for fn in state.functions:
-        key = (fn, state.nr_cpus, state.started_at, state.counter_quantum)
+        key = (fn, shared)
         own = last.get(key)
-        made[key] = own = tuple(_function(fn, state)) if own is None else own
+        made[key] = own = tuple(function(fn, state)) if own is None else own
         yield from own
         yield relative_link(f"{BUS_PCI_DEVICES}/{fn.bdf}", fn.path)
         if fn.driver:
@@ -174,6 +178,5 @@ def nodes(state: State, functions: FunctionCache) -> Iterator[Node]:
     functions.last = made  # only once the run is whole
 
 
-SURFACE = Surface("pci", nodes, ("functions", "roots", "nr_cpus", "started_at",
-                                 "counter_quantum", "pci_drivers"),
+SURFACE = Surface("pci", nodes, ("functions", "roots", *FUNCTION_INPUTS, "pci_drivers"),
                   (kernel(BUS_PCI), kernel(HOST_BRIDGES, "bus")), FunctionCache)
