@@ -140,4 +140,5 @@ def nodes(state: State) -> Iterator[Node]:
             yield from _netdev(functions[hca.bdf], hca, name, listed)
 
 
+# (the class holds the view's netdevs, and beside them the host's where its sysfs shows)
 SURFACE = stateless("net", nodes, ("functions", "hcas", "host"), (kernel(CLASS_NET),))
