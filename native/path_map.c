@@ -3,14 +3,14 @@
 
 #include <string.h>
 
-#include "path_prefixes.h" /* prefixes[]: the simulated kernel paths */
+#include "path_prefixes.h" /* prefixes[], numbered[], buses[]: the surfaces' roots */
 
 static int ends_component(char c) { return c == '\0' || c == '/'; }
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* ``path`` is ``name`` followed by one or more digits, as a whole component */
-static int numbered(const char *path, const char *name) {
+static int numbered_name(const char *path, const char *name) {
     size_t n = strlen(name);
     if (strncmp(path, name, n) != 0 || !is_digit(path[n]))
         return 0;
@@ -24,8 +24,22 @@ static int is_hex(char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
 }
 
+/* ``path`` is ``dir`` followed by a PCI domain and bus in lower-case hex (DDDD:BB), as a whole
+   component */
+static int bus_named(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    if (strncmp(path, dir, n) != 0)
+        return 0;
+    const char *q = path + n;
+    for (int i = 0; i < 7; i++) {
+        if (i == 4 ? q[i] != ':' : !is_hex(q[i]))
+            return 0;
+    }
+    return ends_component(q[7]);
+}
+
 int mokkafs_redirected(const char *path) {
-    /* Every prefix starts with /sys, /proc or /dev: one look rejects the rest of the world. */
+    /* Every root starts with /sys, /proc or /dev: one look rejects the rest of the world. */
     if (path[0] != '/' || (path[1] != 's' && path[1] != 'p' && path[1] != 'd'))
         return 0;
     for (const char *const *p = prefixes; *p; p++) {
@@ -34,17 +48,14 @@ int mokkafs_redirected(const char *path) {
             return 1;
     }
     /* /dev/nvidia<N>, /dev/nvidia-nvswitch<N>: the NVIDIA driver's numbered nodes */
-    if (numbered(path, "/dev/nvidia") || numbered(path, "/dev/nvidia-nvswitch"))
-        return 1;
+    for (const char *const *p = numbered; *p; p++) {
+        if (numbered_name(path, *p))
+            return 1;
+    }
     /* /sys/devices/pciDDDD:BB: a PCI host bridge, the root of a simulated hierarchy */
-    static const char devices[] = "/sys/devices/pci";
-    if (strncmp(path, devices, sizeof devices - 1) == 0) {
-        const char *q = path + sizeof devices - 1;
-        for (int i = 0; i < 7; i++) {
-            if (i == 4 ? q[i] != ':' : !is_hex(q[i]))
-                return 0;
-        }
-        return ends_component(q[7]);
+    for (const char *const *p = buses; *p; p++) {
+        if (bus_named(path, *p))
+            return 1;
     }
     return 0;
 }

@@ -1,19 +1,28 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Generated from mokkafs.delivery.preload.REDIRECTED by
- *   python -m mokkafs.delivery.preload > native/path_prefixes.h
+/* Generated from the surfaces' roots (mokkafs.surfaces.ROOTS) by
+ *   python -m mokkafs.delivery.prefixes > native/path_prefixes.h
  * Do not edit: tests/unit/test_preload_paths.py checks it matches. */
+/* whole paths, matched as whole components */
 static const char *const prefixes[] = {
     "/sys/bus/pci",
+    "/sys/class/pci_bus",
+    "/sys/kernel/iommu_groups",
     "/sys/class/infiniband",
     "/sys/class/infiniband_verbs",
     "/sys/class/infiniband_mad",
-    "/sys/class/pci_bus",
-    "/sys/kernel/iommu_groups",
-    "/sys/devices/virtual/dmi",
-    "/sys/class/dmi",
+    "/dev/infiniband",
     "/sys/devices/virtual/misc/rdma_cm",
     "/sys/class/misc/rdma_cm",
-    "/sys/class/net",
+    "/dev/nvidiactl",
+    "/dev/nvidia-modeset",
+    "/dev/nvidia-uvm",
+    "/dev/nvidia-uvm-tools",
+    "/dev/nvidia-caps",
+    "/dev/nvidia-nvswitchctl",
+    "/dev/vfio",
+    "/sys/class/vfio-dev",
+    "/sys/devices/virtual/dmi",
+    "/sys/class/dmi",
     "/sys/module/ib_core",
     "/sys/module/mlx5_core",
     "/sys/module/mlx5_ib",
@@ -28,24 +37,28 @@ static const char *const prefixes[] = {
     "/sys/module/vfio_iommu_type1",
     "/sys/module/vfio_pci_core",
     "/sys/module/vfio_pci",
+    "/proc/modules",
     "/proc/devices",
     "/proc/driver/nvidia",
     "/proc/driver/nvidia-caps",
     "/proc/driver/nvidia-nvswitch",
-    "/proc/modules",
+    "/dev/nvidia-caps-imex-channels",
     "/sys/devices/system/cpu",
     "/sys/devices/system/node",
     "/proc/cpuinfo",
     "/proc/meminfo",
-    "/dev/infiniband",
-    "/dev/nvidiactl",
-    "/dev/nvidia-modeset",
-    "/dev/nvidia-uvm",
-    "/dev/nvidia-uvm-tools",
-    "/dev/nvidia-caps",
-    "/dev/nvidia-nvswitchctl",
-    "/dev/nvidia-caps-imex-channels",
     "/dev/kmsg",
-    "/dev/vfio",
+    "/sys/class/net",
+    NULL,
+};
+/* a name followed by digits: /dev/nvidia0 */
+static const char *const numbered[] = {
+    "/dev/nvidia",
+    "/dev/nvidia-nvswitch",
+    NULL,
+};
+/* a name followed by a PCI domain and bus in hex: /sys/devices/pci0000:18 */
+static const char *const buses[] = {
+    "/sys/devices/pci",
     NULL,
 };

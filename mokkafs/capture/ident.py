@@ -9,8 +9,12 @@ from typing import Any
 from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.reader import Unreadable
+from mokkafs.surfaces import dmi, proc_cpu_mem, proc_driver_nvidia
+from mokkafs.surfaces.proc_devices import PATH as PROC_DEVICES
 
-DMI = "sys/class/dmi/id"
+# Read where the view's surfaces serve them
+DMI = f"{dmi.DMI_CLASS}/id"
+DRIVER = proc_driver_nvidia.DRIVER
 TEXT_FIELDS = ("sys_vendor", "product_name", "product_version", "product_family",
                "product_sku", "board_vendor", "board_name", "board_version", "chassis_vendor",
                "chassis_version", "bios_vendor", "bios_version", "bios_date", "bios_release")
@@ -50,7 +54,7 @@ def platform(root: Root, arch: str, notes: Notes) -> dict[str, Any]:
 
 def arch(root: Root) -> str:
     try:
-        cpuinfo = root.read("proc/cpuinfo", 1 << 22).decode("utf-8", "replace")
+        cpuinfo = root.read(proc_cpu_mem.CPUINFO, 1 << 22).decode("utf-8", "replace")
     except Unreadable:
         return "x86_64"
     return "aarch64" if "CPU implementer" in cpuinfo else "x86_64"
@@ -60,7 +64,7 @@ def driver(root: Root, notes: Notes) -> dict[str, Any]:
     """``system``'s driver version and kernel module kind, where the node has the driver."""
     out: dict[str, Any] = {}
     try:
-        version = root.text("proc/driver/nvidia/version")
+        version = root.text(f"{DRIVER}/version")
     except Unreadable:
         return out
     m = re.search(r"Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)", version)
@@ -71,16 +75,16 @@ def driver(root: Root, notes: Notes) -> dict[str, Any]:
     if imex:
         out["imex"] = imex
     try:
-        partitioned = [e.name for e in root.listdir("proc/driver/nvidia/capabilities")
+        partitioned = [e.name for e in root.listdir(f"{DRIVER}/capabilities")
                        if e.name.startswith("gpu")]
     except Unreadable:
         partitioned = []
     if partitioned:
         notes.add("MIG layouts: not captured (the driver's files name instances by ID only; "
                   "their profiles are NVML's): the GPUs boot whole",
-                  "proc/driver/nvidia/capabilities")
+                  f"{DRIVER}/capabilities")
     notes.add("NVIDIA driver parameters and registry: mokkafs's defaults (a profile cannot "
-              "set them)", "proc/driver/nvidia/params")
+              "set them)", f"{DRIVER}/params")
     return out
 
 
@@ -88,7 +92,7 @@ def _imex(root: Root) -> dict[str, Any]:
     """``system.imex``: the driver's IMEX parameters (``params``) and the channels made besides
     channel 0 (``/dev/nvidia-caps-imex-channels``), where the node shows them."""
     try:
-        params = root.text("proc/driver/nvidia/params")
+        params = root.text(f"{DRIVER}/params")
     except Unreadable:
         return {}
     found = dict(re.findall(r"^(ImexChannelCount|CreateImexChannel0): (\d+)$", params, re.M))
@@ -109,7 +113,7 @@ def _imex(root: Root) -> dict[str, Any]:
 
 def gpu_information(root: Root, bdf: str) -> dict[str, str]:
     try:
-        text = root.text(f"proc/driver/nvidia/gpus/{bdf}/information")
+        text = root.text(f"{DRIVER}/gpus/{bdf}/information")
     except Unreadable:
         return {}
     out = {}
@@ -127,7 +131,7 @@ MAJORS = {"nvidia-frontend": "nvidia_frontend", "nvidia-uvm": "nvidia_uvm",
 
 def proc_devices(root: Root) -> dict[str, int]:
     try:
-        text = root.text("proc/devices")
+        text = root.text(PROC_DEVICES)
     except Unreadable:
         return {}
     out = {}

@@ -18,8 +18,9 @@ from mokkafs.capture.pci import Function
 from mokkafs.capture.profile_writer import Hex
 from mokkafs.capture.reader import Unreadable
 from mokkafs.model.identity import NodeIdentity, format_guid, name_hash32
+from mokkafs.surfaces import infiniband, modules
 
-CLASS = "sys/class/infiniband"
+CLASS = f"{infiniband.SYS_CLASS}/infiniband"
 
 
 def _names(root: Root, notes: Notes) -> dict[str, str]:
@@ -147,7 +148,7 @@ def section(root: Root, hcas: list[Function], node_name: str, notes: Notes
     out: dict[str, Any] = {"enabled": True, **first}
     sub = hcas[0].number("subsystem_device") << 16 | hcas[0].number("subsystem_vendor")
     out["subsystem_id"] = Hex(sub)
-    ofed = _t(root, "sys/module/mlx5_core/version")
+    ofed = _t(root, f"{modules.MODULES}/mlx5_core/version")
     if ofed:
         out["ofed_version"] = ofed
     out["devices"] = [{"bus_id": fn.bdf, "name": names[fn.bdf],

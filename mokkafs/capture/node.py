@@ -18,6 +18,7 @@ from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.pci import Function, functions
 from mokkafs.capture.reader import Unreadable
+from mokkafs.model.sysfs import PCI_BUS, SYS_DEVICES
 
 
 @dataclass
@@ -34,7 +35,7 @@ def _roots(root: Root, fns: list[Function]) -> list[dict[str, Any]]:
     for rc in sorted({fn.root for fn in fns}):
         entry: dict[str, Any] = {"id": rc}
         try:
-            cpus = root.text(f"sys/devices/{rc}/pci_bus/{rc[3:]}/cpulistaffinity")
+            cpus = root.text(f"{SYS_DEVICES}/{rc}/{PCI_BUS}/{rc[3:]}/cpulistaffinity")
             if cpus:
                 entry["cpu_affinity"] = cpus
         except Unreadable:

@@ -9,9 +9,9 @@ from typing import Any
 from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.reader import Unreadable
+from mokkafs.surfaces.cpu import CPU, NODE
+from mokkafs.surfaces.proc_cpu_mem import CPUINFO
 
-CPU = "sys/devices/system/cpu"
-NODE = "sys/devices/system/node"
 GIB_KIB = 1 << 20
 
 
@@ -83,9 +83,9 @@ def machine(root: Root, arch: str, notes: Notes) -> dict[str, Any] | None:
             if far:
                 out["gpu_remote_distance"] = far[0]
     try:
-        cpuinfo = root.read("proc/cpuinfo", 1 << 22).decode("utf-8", "replace")
+        cpuinfo = root.read(CPUINFO, 1 << 22).decode("utf-8", "replace")
     except Unreadable as exc:
-        notes.add(f"CPU model not captured: {exc.reason}", "proc/cpuinfo")
+        notes.add(f"CPU model not captured: {exc.reason}", CPUINFO)
         cpuinfo = ""
     m = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
     if m and arch == "x86_64":
@@ -94,7 +94,7 @@ def machine(root: Root, arch: str, notes: Notes) -> dict[str, Any] | None:
     if m and 0 < float(m.group(1)) <= 10000:
         out["cpu_mhz"] = float(m.group(1))
     notes.add("CPU flags, family and caches: mokkafs's for the architecture (a profile "
-              "cannot set them)", "proc/cpuinfo")
+              "cannot set them)", CPUINFO)
     return out
 
 

@@ -13,15 +13,15 @@ from mokkafs.capture.guarded import Root
 from mokkafs.capture.notes import Notes
 from mokkafs.capture.reader import PAGE, Unreadable
 from mokkafs.model.bdf import BDF_TEXT
+from mokkafs.model.sysfs import BUS_PCI_DEVICES, FUNCTION_WRITE_ONLY, HOST_BRIDGES, SYS_DEVICES
 
-BUS = "sys/bus/pci/devices"
 ROOT = re.compile(r"^pci[0-9a-f]{4}:[0-9a-f]{2}$")
 UNPRIVILEGED_CONFIG = 64  # what the kernel shows a reader without CAP_SYS_ADMIN
 # Files of a function's directory that are not attributes to keep: binary ones read apart,
 # BAR and ROM windows (reading an I/O BAR does port I/O), write-only ones, and what a read
 # changes or that the view makes itself.
-SKIP = re.compile(r"^(config|vpd|rom|resource\d+(_wc|_resize)?|remove|rescan|reset|new_id|"
-                  r"remove_id|bind|unbind|sriov_vf_msix_count)$")
+SKIP = re.compile(r"^(config|vpd|rom|resource\d+(_wc|_resize)?|" + "|".join(FUNCTION_WRITE_ONLY)
+                  + r"|new_id|remove_id|bind|unbind|sriov_vf_msix_count)$")
 # Per-boot or per-read attributes: none at a function's top level; counters live in subdirs.
 
 
@@ -53,14 +53,14 @@ class Function:
 def _place(root: Root, bdf: str, notes: Notes) -> tuple[str, list[str], str] | None:
     """(root complex, bridges above, directory) of the function a bus link names."""
     try:
-        parts = root.resolve(f"{BUS}/{bdf}")
+        parts = root.resolve(f"{BUS_PCI_DEVICES}/{bdf}")
     except Unreadable as exc:
-        notes.add(f"PCI functions skipped: {exc.reason}", f"{BUS}/{bdf}")
+        notes.add(f"PCI functions skipped: {exc.reason}", f"{BUS_PCI_DEVICES}/{bdf}")
         return None
-    if len(parts) < 4 or parts[:2] != ["sys", "devices"] or not ROOT.fullmatch(parts[2]) \
+    if len(parts) < 4 or parts[:2] != SYS_DEVICES.split("/") or not ROOT.fullmatch(parts[2]) \
             or parts[-1] != bdf or not all(BDF_TEXT.fullmatch(p) for p in parts[3:]):
-        notes.add("PCI functions skipped: a bus link to no place below sys/devices/pciDDDD:BB",
-                  f"{BUS}/{bdf}")
+        notes.add(f"PCI functions skipped: a bus link to no place below {HOST_BRIDGES}DDDD:BB",
+                  f"{BUS_PCI_DEVICES}/{bdf}")
         return None
     return parts[2], parts[3:-1], "/".join(parts)
 
@@ -121,14 +121,15 @@ def _read_function(root: Root, bdf: str, where: tuple[str, list[str], str],
 def functions(root: Root, notes: Notes) -> list[Function]:
     """Every function ``sys/bus/pci/devices`` lists, in address order."""
     try:
-        entries = root.listdir(BUS)
+        entries = root.listdir(BUS_PCI_DEVICES)
     except Unreadable as exc:
-        notes.add(f"PCI functions not captured: {exc.reason}", BUS)
+        notes.add(f"PCI functions not captured: {exc.reason}", BUS_PCI_DEVICES)
         return []
     out = []
     for entry in entries:
         if not BDF_TEXT.fullmatch(entry.name):
-            notes.add("entries skipped: a name no PCI address has", f"{BUS}/{entry.name}")
+            notes.add("entries skipped: a name no PCI address has",
+                      f"{BUS_PCI_DEVICES}/{entry.name}")
             continue
         where = _place(root, entry.name, notes)
         if where is not None:

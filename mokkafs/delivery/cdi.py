@@ -35,6 +35,8 @@ from typing import Any
 from mokkafs.delivery.reattach import PROPAGATED
 from mokkafs.delivery.records import RECORDS
 from mokkafs.errors import CdiError, UsageError
+from mokkafs.surfaces import ROOTS, kmsg, proc_cpu_mem, proc_devices
+from mokkafs.tree.roots import Root
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +52,23 @@ UPSTREAM_SCHEMA = Path("/usr/share/gocode/src/github.com/container-orchestrated-
                        "container-device-interface/schema/schema.json")
 
 DeviceNode = tuple[str, int, int, int]  # container path, major, minor, permission bits
-# What the view serves below /proc, each bound over the container's own: the majors, the
-# NVIDIA driver's files (the view's proc/driver replaces the container's whole /proc/driver),
-# the module list. A path the container's kernel lacks (/proc/modules without module
-# support) is skipped by the hook.
-PROC = ("devices", "driver", "modules")
+
+
+def _bound(roots: tuple[Root, ...]) -> tuple[str, ...]:
+    """The names below proc/ of the roots the hook binds (``mokkafs.tree.roots``)."""
+    return tuple(sorted(r.path.removeprefix("proc/") for r in roots if r.hook))
+
+
 # The machine's files (docs/machine.md), bound as PROC is while the view serves them: a
 # profile with machine.show: false (or a daemon run with --no-machine) serves neither, and
 # the container keeps its own.
-PROC_MACHINE = ("cpuinfo", "meminfo")
+PROC_MACHINE = _bound(proc_cpu_mem.SURFACE.roots)
+# What else the view serves below /proc, each bound over the container's own: the majors, the
+# NVIDIA driver's files (the view's proc/driver replaces the container's whole /proc/driver),
+# the module list. A path the container's kernel lacks (/proc/modules without module
+# support) is skipped by the hook.
+PROC = tuple(name for name in _bound(ROOTS) if name not in PROC_MACHINE)
+PROC_DEVICES = _bound(proc_devices.SURFACE.roots)  # the majors alone
 
 
 def hook_path() -> str:
@@ -97,7 +107,7 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
     sys_mount = {"hostPath": f"{mnt}/sys", "containerPath": "/sys",
                  "options": ["bind", "nosuid", "nodev", "noexec"]}
     # The view's kernel log (docs/kmsg.md): dmesg and log followers read it as /dev/kmsg.
-    kmsg = {"hostPath": f"{mnt}/dev/kmsg", "containerPath": "/dev/kmsg",
+    kernel_log = {"hostPath": f"{mnt}/{kmsg.PATH}", "containerPath": f"/{kmsg.PATH}",
             "options": ["bind", "ro", "nosuid", "nodev", "noexec"]}
 
     def proc_hook(*names: str) -> dict[str, Any]:
@@ -132,18 +142,18 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
 
     proc = PROC + PROC_MACHINE if machine else PROC
     devices = [
-        device("all", mounts=[parent, sys_mount, kmsg], hooks=[proc_hook(*proc), *records],
+        device("all", mounts=[parent, sys_mount, kernel_log], hooks=[proc_hook(*proc), *records],
                deviceNodes=device_nodes),
         device("sys", mounts=[parent, sys_mount], hooks=records),
         device("proc", hooks=[proc_hook(*proc)]),
         device("proc-mount", mounts=proc_mounts(*proc)),
-        device("proc-devices", hooks=[proc_hook("devices")]),
-        device("proc-devices-mount", mounts=proc_mounts("devices")),
+        device("proc-devices", hooks=[proc_hook(*PROC_DEVICES)]),
+        device("proc-devices-mount", mounts=proc_mounts(*PROC_DEVICES)),
     ]
     if machine:
         devices.append(device("proc-machine", hooks=[proc_hook(*PROC_MACHINE)]))
         devices.append(device("proc-machine-mount", mounts=proc_mounts(*PROC_MACHINE)))
-    devices.append(device("kmsg", mounts=[kmsg]))
+    devices.append(device("kmsg", mounts=[kernel_log]))
     if nvidia:
         devices.append(device("nvidia", deviceNodes=nvidia))
     if infiniband:

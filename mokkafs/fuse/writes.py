@@ -4,9 +4,9 @@ As sysfs: an attribute the view simulates a store for (``mokkafs.writes.attribut
 for writing (``O_WRONLY``, ``O_RDWR``, ``O_TRUNC``: truncation is a no-op) and each ``write()``
 is one store of what it carries, as bytes, at whatever offset; the write returns once the new
 view is installed and the kernel's caches told (waiting for that at most a bound:
-``mokkafs.serve.writes``), or fails with the store's errno. Every other file of the view refuses to open for writing (EACCES, as
-kernfs refuses a file without a store method to root), a create EACCES, and mkdir, unlink,
-rename, links and mode changes EPERM. The host's own files, shown through, are a read-only
+``mokkafs.serve.writes``), or fails with the store's errno. Every other file of the view
+refuses to open for writing (EACCES, as kernfs refuses a file without a store method to
+root), a create EACCES, and mkdir, unlink, rename, links and mode changes EPERM. The host's own files, shown through, are a read-only
 /sys's: EROFS. A write through a descriptor of a file a swap removed: ENODEV, as kernfs
 answers for an attribute removed while open.
 

@@ -1,7 +1,8 @@
 """Surfaces: one module per simulated kernel surface, each a pure function of a State, each
 defining its own record (``SURFACE``: name, nodes, State inputs; ``mokkafs.tree.assemble``).
 
-``SURFACES`` lists them in the order a tree is built from them.
+``SURFACES`` lists them in the order a tree is built from them; ``ROOTS``, the places they
+own, in that order (``mokkafs.tree.roots``: what the shim, CDI and the capture derive from).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mokkafs.surfaces import (
     vfio,
 )
 from mokkafs.tree.assemble import Surface
+from mokkafs.tree.roots import Root
 
 SURFACES: tuple[Surface[Any], ...] = (
     host_sysfs.SURFACE,
@@ -58,3 +60,5 @@ SURFACES: tuple[Surface[Any], ...] = (
     net.SURFACE,
     nvml.SURFACE,
 )
+
+ROOTS: tuple[Root, ...] = tuple(root for surface in SURFACES for root in surface.roots)

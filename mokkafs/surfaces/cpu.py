@@ -16,6 +16,7 @@ from mokkafs.state import Cpu, Machine, State
 from mokkafs.surfaces.pci import cpulist, cpumask
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.roots import kernel
 
 SYSTEM = "sys/devices/system"
 CPU = f"{SYSTEM}/cpu"
@@ -122,4 +123,4 @@ def nodes(state: State) -> Iterator[Node]:
         yield relative_link(f"{d}/node{cpu.node}", f"{NODE}/node{cpu.node}")
 
 
-SURFACE = stateless("cpu", nodes, ("machine", "host"))
+SURFACE = stateless("cpu", nodes, ("machine", "host"), (kernel(CPU),))

@@ -19,8 +19,10 @@ from mokkafs.state import Platform, State
 from mokkafs.surfaces import power
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.roots import kernel
 
-DEVICE = "sys/devices/virtual/dmi/id"
+VIRTUAL = "sys/devices/virtual/dmi"  # the host's, if any, is replaced
+DEVICE = f"{VIRTUAL}/id"
 DMI_CLASS = "sys/class/dmi"
 
 # (attribute, Platform field, modalias prefix or None), in dmi-id.c's order
@@ -74,7 +76,7 @@ def modalias(platform: Platform) -> str:
 
 
 def nodes(state: State) -> Iterator[Node]:
-    yield Dir("sys/devices/virtual/dmi")  # the host's, if any, is replaced
+    yield Dir(VIRTUAL)
     yield Dir(DEVICE)
     for attr, value in _values(state.platform).items():
         yield text(f"{DEVICE}/{attr}", value, 0o400 if attr in ROOT_ONLY else 0o444)
@@ -87,4 +89,4 @@ def nodes(state: State) -> Iterator[Node]:
     yield relative_link(f"{DMI_CLASS}/id", DEVICE)
 
 
-SURFACE = stateless("dmi", nodes, ("platform",))
+SURFACE = stateless("dmi", nodes, ("platform",), (kernel(VIRTUAL), kernel(DMI_CLASS)))

@@ -23,4 +23,4 @@ def nodes(state: State) -> Iterator[Node]:
     yield Dir("sys/class", merge="class")
 
 
-SURFACE = stateless("host_sysfs", nodes, ("host",))
+SURFACE = stateless("host_sysfs", nodes, ("host",), ())  # the host's own, merged

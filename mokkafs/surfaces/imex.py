@@ -18,6 +18,7 @@ from mokkafs.state import State
 from mokkafs.surfaces.nvidia_dev import MODE_ALL, DevNode, char_nodes
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Node
+from mokkafs.tree.roots import kernel
 
 DIR = "dev/nvidia-caps-imex-channels"
 
@@ -36,4 +37,4 @@ def nodes(state: State) -> Iterator[Node]:
     return char_nodes(DIR, device_numbers(state))
 
 
-SURFACE = stateless("imex", nodes, ("imex", "char_majors", "pci_drivers"))
+SURFACE = stateless("imex", nodes, ("imex", "char_majors", "pci_drivers"), (kernel(DIR),))

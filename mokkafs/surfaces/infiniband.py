@@ -19,8 +19,11 @@ from mokkafs.state import IB_HW_COUNTERS, Hca, IbPort, State, Traffic
 from mokkafs.surfaces import rdma_cm
 from mokkafs.tree.assemble import Surface
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
+from mokkafs.tree.roots import kernel
 
 SYS_CLASS = "sys/class"
+CLASSES = ("infiniband", "infiniband_verbs", "infiniband_mad")
+DEV = "dev/infiniband"  # the verbs and MAD nodes, and rdma_cm's
 
 PORT_STATES = {"DOWN": 1, "INIT": 2, "ARMED": 3, "ACTIVE": 4, "ACTIVE_DEFER": 5}
 PHYS_STATES = {"Polling": (2, "Polling"), "Disabled": (3, "Disabled"),
@@ -206,11 +209,11 @@ def _hca_device_numbers(state: State) -> list[tuple[str, int, int]]:
     major = state.major("infiniband_verbs")
     out = []
     for hca in state.hcas:
-        out.append((f"/dev/infiniband/uverbs{hca.index}", major, uverbs_minor(hca.index)))
+        out.append((f"/{DEV}/uverbs{hca.index}", major, uverbs_minor(hca.index)))
         for port in hca.ports:
-            out.append((f"/dev/infiniband/umad{port.umad_index}", major,
+            out.append((f"/{DEV}/umad{port.umad_index}", major,
                         umad_minor(port.umad_index)))
-            out.append((f"/dev/infiniband/issm{port.umad_index}", major,
+            out.append((f"/{DEV}/issm{port.umad_index}", major,
                         issm_minor(port.umad_index)))
     return out
 
@@ -235,4 +238,6 @@ def nodes(state: State, ports: PortCache) -> Iterator[Node]:
 
 
 SURFACE = Surface("infiniband", nodes, ("hcas", "functions", "char_majors", "started_at",
-                                        "counter_quantum", "rdma_loaded"), PortCache)
+                                        "counter_quantum", "rdma_loaded"),
+                  (*(kernel(f"{SYS_CLASS}/{name}") for name in CLASSES), kernel(DEV)),
+                  PortCache)

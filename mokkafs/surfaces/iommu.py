@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from mokkafs.state import State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, Node, relative_link, text
+from mokkafs.tree.roots import kernel
 
 GROUPS = "sys/kernel/iommu_groups"
 # The interrupt range every x86 group reserves (IOMMU_RESV_MSI)
@@ -30,4 +31,4 @@ def nodes(state: State) -> Iterator[Node]:
         yield relative_link(f"{fn.path}/iommu_group", g)
 
 
-SURFACE = stateless("iommu", nodes, ("functions", "iommu"))
+SURFACE = stateless("iommu", nodes, ("functions", "iommu"), (kernel(GROUPS),))

@@ -12,6 +12,7 @@ from mokkafs.faults.kernel_log import Log
 from mokkafs.state import State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import File, Node
+from mokkafs.tree.roots import kernel
 from mokkafs.tree.stream import Stream
 
 PATH = "dev/kmsg"
@@ -21,4 +22,5 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(PATH, b"", mode=0o444, stream=Stream(Log(state)))
 
 
-SURFACE = stateless("kmsg", nodes, ("faults", "started_at", "driver", "kernel_log"))
+SURFACE = stateless("kmsg", nodes, ("faults", "started_at", "driver", "kernel_log"),
+                    (kernel(PATH),))

@@ -87,4 +87,5 @@ def nodes(state: State) -> Iterator[Node]:
         yield CharDevice(path.lstrip("/"), major, minor, mode)
 
 
-SURFACE = stateless("mig", nodes, ("mig", "functions", "char_majors", "pci_drivers"))
+# (below the driver's proc/driver/nvidia and dev/nvidia-caps: no place of its own)
+SURFACE = stateless("mig", nodes, ("mig", "functions", "char_majors", "pci_drivers"), ())

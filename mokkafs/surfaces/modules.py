@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mokkafs.model.sysfs import BUS_PCI_DRIVERS
 from mokkafs.state import State
-from mokkafs.surfaces.pci import BUS_PCI
 from mokkafs.tree.assemble import stateless
-from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, text, write_only
+from mokkafs.tree.roots import bound, kernel
 
 MODULES = "sys/module"
 PROC_MODULES = "proc/modules"
@@ -104,7 +105,7 @@ def _module(m: Module, holders: list[str]) -> Iterator[Node]:
     yield text(f"{d}/initsize", 0)
     yield text(f"{d}/taint", m.taint)
     yield text(f"{d}/refcnt", len(holders))
-    yield File(f"{d}/uevent", b"", 0o200, error=13)  # write-only
+    yield write_only(f"{d}/uevent")
     yield Dir(f"{d}/holders")
     for user in holders:
         yield relative_link(f"{d}/holders/{user}", f"{MODULES}/{user}")
@@ -115,8 +116,8 @@ def _module(m: Module, holders: list[str]) -> Iterator[Node]:
     if m.drivers:
         yield Dir(f"{d}/drivers")
         for drv in m.drivers:
-            yield relative_link(f"{d}/drivers/pci:{drv}", f"{BUS_PCI}/drivers/{drv}")
-            yield relative_link(f"{BUS_PCI}/drivers/{drv}/module", d)
+            yield relative_link(f"{d}/drivers/pci:{drv}", f"{BUS_PCI_DRIVERS}/{drv}")
+            yield relative_link(f"{BUS_PCI_DRIVERS}/{drv}/module", d)
 
 
 def proc_modules(state: State, modules: tuple[Module, ...]) -> bytes:
@@ -144,4 +145,6 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(PROC_MODULES, proc_modules(state, modules), 0o444)
 
 
-SURFACE = stateless("modules", nodes, ("driver", "pci_drivers", "rdma_loaded", "host"))
+# Each simulated module's directory (the host's others stay beside them), and the module list
+SURFACE = stateless("modules", nodes, ("driver", "pci_drivers", "rdma_loaded", "host"),
+                    (*(kernel(f"{MODULES}/{name}") for name in NAMES), bound(PROC_MODULES)))

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from mokkafs.state import Hca, PciFunction, State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.roots import kernel
 
 CLASS_NET = "sys/class/net"
 ARPHRD_ETHER, ARPHRD_INFINIBAND = 1, 32
@@ -139,4 +140,5 @@ def nodes(state: State) -> Iterator[Node]:
             yield from _netdev(functions[hca.bdf], hca, name, listed)
 
 
-SURFACE = stateless("net", nodes, ("functions", "hcas", "host"))
+# (the class holds the view's netdevs, and beside them the host's where its sysfs shows)
+SURFACE = stateless("net", nodes, ("functions", "hcas", "host"), (kernel(CLASS_NET),))

@@ -18,6 +18,7 @@ from mokkafs.surfaces.cpu import CPU, NODE
 from mokkafs.surfaces.pci import cpulist, cpumask
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.roots import kernel
 
 HUGEPAGE_SIZES_KIB = (2048, 1048576)
 MEMINFO_FIELDS = (  # drivers/base/node.c node_read_meminfo, in its order (0 when not given)
@@ -86,4 +87,4 @@ def nodes(state: State) -> Iterator[Node]:
         yield from _node(node, m)
 
 
-SURFACE = stateless("numa", nodes, ("machine",))
+SURFACE = stateless("numa", nodes, ("machine",), (kernel(NODE),))

@@ -33,6 +33,7 @@ from mokkafs.surfaces.proc_driver_nvidia import (
 )
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import CharDevice, Dir, Node
+from mokkafs.tree.roots import kernel
 
 CTL_MINOR = 255  # NV_CONTROL_DEVICE_MINOR
 MODESET_MINOR = 254  # NV_MODESET_MINOR_DEVICE_NUM
@@ -41,9 +42,11 @@ NVSWITCH_CTL_MINOR = 255
 MODE_ALL = 0o666  # the driver's DeviceFileMode default (params: 438)
 MODE_NVSWITCH = 0o666  # /proc/driver/nvidia-nvswitch/permissions: DeviceFileMode 438
 CAPS_DIR = "dev/nvidia-caps"
-# The names below dev/ that carry no number (the preload shim redirects them by name)
+# The names below dev/ that carry no number; the numbered ones are ``nvidia<N>`` and
+# ``nvidia-nvswitch<N>``
 FIXED_NAMES = ("nvidiactl", "nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps",
-               "nvidia-nvswitchctl", "nvidia-caps-imex-channels")
+               "nvidia-nvswitchctl")
+NUMBERED_NAMES = ("nvidia", "nvidia-nvswitch")
 
 DevNode = tuple[str, int, int, int]  # /dev path, major, minor, mode
 
@@ -92,4 +95,6 @@ def nodes(state: State) -> Iterator[Node]:
     return char_nodes(CAPS_DIR, device_numbers(state))
 
 
-SURFACE = stateless("nvidia_dev", nodes, ("functions", "char_majors", "pci_drivers"))
+SURFACE = stateless("nvidia_dev", nodes, ("functions", "char_majors", "pci_drivers"),
+                    (*(kernel(f"dev/{name}") for name in FIXED_NAMES),
+                     *(kernel(f"dev/{name}", "numbered") for name in NUMBERED_NAMES)))

@@ -23,6 +23,7 @@ from mokkafs.state import GpuInfo, State
 from mokkafs.surfaces.nvml_links import fabric_values, link_values
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
+from mokkafs.tree.roots import own
 
 ROOT = "run/mokkafs-nvml"
 
@@ -115,4 +116,5 @@ def nodes(state: State) -> Iterator[Node]:
         yield gpu_file(f"{ROOT}/gpus/{fn.bdf}", fn.gpu, state)
 
 
-SURFACE = stateless("nvml", nodes, ("functions", "driver", "started_at", "counter_quantum"))
+SURFACE = stateless("nvml", nodes, ("functions", "driver", "started_at", "counter_quantum"),
+                    (own(ROOT),))

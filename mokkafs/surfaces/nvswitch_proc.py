@@ -22,6 +22,7 @@ from mokkafs.state import State
 from mokkafs.surfaces.nvidia_dev import MODE_NVSWITCH, nvswitches
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
+from mokkafs.tree.roots import kernel
 
 NVSWITCH = "proc/driver/nvidia-nvswitch"
 # A fixed switch BIOS (bios_ver 0x9610550001 as the driver prints it); no profile sets it
@@ -40,4 +41,4 @@ def nodes(state: State) -> Iterator[Node]:
         yield File(f"{d}/information", f"BIOS Version: {BIOS_VERSION}\n".encode())
 
 
-SURFACE = stateless("nvswitch_proc", nodes, ("functions", "pci_drivers"))
+SURFACE = stateless("nvswitch_proc", nodes, ("functions", "pci_drivers"), (kernel(NVSWITCH),))

@@ -17,15 +17,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from mokkafs.model.sysfs import (
+    BUS_PCI,
+    BUS_PCI_DEVICES,
+    BUS_PCI_DRIVERS,
+    BUS_WRITE_ONLY,
+    DRIVER_WRITE_ONLY,
+    FUNCTION_WRITE_ONLY,
+    HOST_BRIDGES,
+    REMOVE,
+    SYS_DEVICES,
+)
 from mokkafs.state import PciFunction, RootComplex, State
 from mokkafs.surfaces import pci_kept, pci_link, power
 from mokkafs.surfaces.pci_config import config_space, resource_text
 from mokkafs.tree.assemble import Surface
-from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
-
-SYS_DEVICES = "sys/devices"
-BUS_PCI = "sys/bus/pci"
-
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, text, write_only
+from mokkafs.tree.roots import kernel
 
 
 def cpulist(cpus: tuple[int, ...]) -> str:
@@ -72,9 +80,11 @@ def uevent(fn: PciFunction) -> str:
             f"PCI_SLOT_NAME={fn.bdf}\nMODALIAS={modalias(fn)}\n")
 
 
-# What one function's nodes are made of: the function, and the State's CPU count and
-# counters' clock (``power.of_pci_function``).
-FunctionInputs = tuple[PciFunction, int, float, float]
+# The State's fields one function's nodes read besides the function itself (``function``):
+# the CPU count, and the counters' clock (``power.of_pci_function``). With the function, they
+# are the key its nodes are kept by; tests/unit/test_surface_inputs.py proves the list whole.
+FUNCTION_INPUTS = ("nr_cpus", "started_at", "counter_quantum")
+FunctionInputs = tuple[PciFunction, tuple[object, ...]]  # and FUNCTION_INPUTS' values
 
 
 class FunctionCache:
@@ -87,7 +97,8 @@ class FunctionCache:
         self.last: dict[FunctionInputs, tuple[Node, ...]] = {}
 
 
-def _function(fn: PciFunction, state: State) -> Iterator[Node]:
+def function(fn: PciFunction, state: State) -> Iterator[Node]:
+    """The nodes of one function's directory: of the function and ``FUNCTION_INPUTS``."""
     if fn.raw is not None:  # kept as a capture found it
         rebound = fn.native_driver is not None and fn.kind != "other"
         yield from pci_kept.function(fn, state, uevent(fn).encode() if rebound else None)
@@ -120,22 +131,16 @@ def _function(fn: PciFunction, state: State) -> Iterator[Node]:
     yield text(f"{d}/d3cold_allowed", 1, 0o644)
     yield text(f"{d}/ari_enabled", 0)
     yield text(f"{d}/power_state", "D0")
-    yield _write_only(f"{d}/remove", 0o220)
-    for name in ("rescan", "reset"):
-        yield _write_only(f"{d}/{name}")
+    for name in FUNCTION_WRITE_ONLY:
+        yield write_only(f"{d}/{name}", 0o220 if name == REMOVE else 0o200)
     if fn.bridge is not None:
         # Bridges only (pci_bridge_attr_is_visible): decimal, as the kernel prints them.
         yield text(f"{d}/secondary_bus_number", fn.bridge.secondary)
         yield text(f"{d}/subordinate_bus_number", fn.bridge.subordinate)
     yield from power.of_pci_function(d, state)
     if fn.driver:  # (a VF made while autoprobe was off has none)
-        yield relative_link(f"{d}/driver", f"{BUS_PCI}/drivers/{fn.driver}")
+        yield relative_link(f"{d}/driver", f"{BUS_PCI_DRIVERS}/{fn.driver}")
     yield relative_link(f"{d}/subsystem", BUS_PCI)
-
-
-def _write_only(path: str, mode: int = 0o200) -> File:
-    # sysfs refuses to open an attribute without a show method for reading: EACCES.
-    return File(path, b"", mode, error=13)
 
 
 def _root(root: RootComplex) -> Iterator[Node]:
@@ -146,31 +151,32 @@ def _root(root: RootComplex) -> Iterator[Node]:
 
 def nodes(state: State, functions: FunctionCache) -> Iterator[Node]:
     yield Dir(BUS_PCI)
-    yield Dir(f"{BUS_PCI}/devices")
-    yield Dir(f"{BUS_PCI}/drivers")
+    yield Dir(BUS_PCI_DEVICES)
+    yield Dir(BUS_PCI_DRIVERS)
     yield Dir(f"{BUS_PCI}/slots")
     yield text(f"{BUS_PCI}/drivers_autoprobe", 1, 0o644)
-    for name in ("drivers_probe", "rescan", "uevent"):
-        yield _write_only(f"{BUS_PCI}/{name}")
+    for name in BUS_WRITE_ONLY:
+        yield write_only(f"{BUS_PCI}/{name}")
     for root in state.roots:
         yield from _root(root)
     for drv in state.pci_drivers:  # registered while loaded, bound devices or not
-        ddir = f"{BUS_PCI}/drivers/{drv}"
+        ddir = f"{BUS_PCI_DRIVERS}/{drv}"
         yield Dir(ddir)
-        for name in ("bind", "unbind", "new_id", "remove_id", "uevent"):
-            yield _write_only(f"{ddir}/{name}")
+        for name in DRIVER_WRITE_ONLY:
+            yield write_only(f"{ddir}/{name}")
     last = functions.last
     made: dict[FunctionInputs, tuple[Node, ...]] = {}
+    shared = tuple(getattr(state, name) for name in FUNCTION_INPUTS)
     for fn in state.functions:
-        key = (fn, state.nr_cpus, state.started_at, state.counter_quantum)
+        key = (fn, shared)
         own = last.get(key)
-        made[key] = own = tuple(_function(fn, state)) if own is None else own
+        made[key] = own = tuple(function(fn, state)) if own is None else own
         yield from own
-        yield relative_link(f"{BUS_PCI}/devices/{fn.bdf}", fn.path)
+        yield relative_link(f"{BUS_PCI_DEVICES}/{fn.bdf}", fn.path)
         if fn.driver:
-            yield relative_link(f"{BUS_PCI}/drivers/{fn.driver}/{fn.bdf}", fn.path)
+            yield relative_link(f"{BUS_PCI_DRIVERS}/{fn.driver}/{fn.bdf}", fn.path)
     functions.last = made  # only once the run is whole
 
 
-SURFACE = Surface("pci", nodes, ("functions", "roots", "nr_cpus", "started_at",
-                                 "counter_quantum", "pci_drivers"), FunctionCache)
+SURFACE = Surface("pci", nodes, ("functions", "roots", *FUNCTION_INPUTS, "pci_drivers"),
+                  (kernel(BUS_PCI), kernel(HOST_BRIDGES, "bus")), FunctionCache)

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from mokkafs.model.sysfs import BUS_PCI, BUS_PCI_DRIVERS, REMOVE, RESCAN, RESET
 from mokkafs.state import PciFunction, State
 from mokkafs.surfaces import pci_link, power
-from mokkafs.tree.nodes import Dir, File, Node, relative_link
+from mokkafs.tree.nodes import Dir, File, Node, relative_link, write_only
 
 # The kernel's writable attributes (others are 0444)
 MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus": 0o644,
@@ -41,14 +42,14 @@ def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Ite
     yield File(f"{d}/config", b"\xff" * len(config) if fn.lost else config, 0o644)
     if fn.vpd:
         yield File(f"{d}/vpd", fn.vpd, 0o600)
-    yield File(f"{d}/remove", b"", 0o220, error=13)
-    yield File(f"{d}/rescan", b"", 0o200, error=13)
+    yield write_only(f"{d}/{REMOVE}", 0o220)
+    yield write_only(f"{d}/{RESCAN}")
     if made:  # as the made function has it; a capture cannot read it (write-only)
-        yield File(f"{d}/reset", b"", 0o200, error=13)
+        yield write_only(f"{d}/{RESET}")
     yield from power.of_pci_function(d, state)
     if fn.driver:
-        yield relative_link(f"{d}/driver", f"sys/bus/pci/drivers/{fn.driver}")
-    yield relative_link(f"{d}/subsystem", "sys/bus/pci")
+        yield relative_link(f"{d}/driver", f"{BUS_PCI_DRIVERS}/{fn.driver}")
+    yield relative_link(f"{d}/subsystem", BUS_PCI)
 
 
 def driver_override(d: str, fn: PciFunction) -> File:

@@ -15,6 +15,7 @@ from mokkafs.state import Cpu, Machine, State
 from mokkafs.surfaces.numa import free_kib, usable_kib
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import File, Node
+from mokkafs.tree.roots import bound
 
 CPUINFO, MEMINFO = "proc/cpuinfo", "proc/meminfo"
 
@@ -91,4 +92,5 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(MEMINFO, meminfo(state), 0o444)
 
 
-SURFACE = stateless("proc_cpu_mem", nodes, ("machine", "platform"))
+SURFACE = stateless("proc_cpu_mem", nodes, ("machine", "platform"),
+                    (bound(CPUINFO), bound(MEMINFO)))

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from mokkafs.state import State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import File, Node
+from mokkafs.tree.roots import bound
 
 PATH = "proc/devices"
 
@@ -46,4 +47,4 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(PATH, render(state), 0o444)
 
 
-SURFACE = stateless("proc_devices", nodes, ("host", "char_majors"))
+SURFACE = stateless("proc_devices", nodes, ("host", "char_majors"), (bound(PATH),))

@@ -28,9 +28,11 @@ from mokkafs.model.mig_tables import MAX_CIS, MAX_GIS, MAX_GPUS
 from mokkafs.state import PciFunction, State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
+from mokkafs.tree.roots import bound, kernel
 
-DRIVER = "proc/driver/nvidia"
-CAPS = "proc/driver/nvidia-caps"
+PROC_DRIVER = "proc/driver"
+DRIVER = f"{PROC_DRIVER}/nvidia"
+CAPS = f"{PROC_DRIVER}/nvidia-caps"
 
 # A release build's signature: the builder, the date, the compiler (a fixed build, so a
 # profile's version alone decides the text).
@@ -132,7 +134,7 @@ def mig_minors() -> bytes:
 
 
 def nodes(state: State) -> Iterator[Node]:
-    yield Dir("proc/driver")  # always: containers get it bound over their own
+    yield Dir(PROC_DRIVER)  # always: containers get it bound over their own
     if "nvidia" not in state.pci_drivers:  # (faults that remove every GPU leave it loaded)
         return
     gpus = state.driven_gpus()  # unbound: no entry
@@ -164,5 +166,8 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(f"{CAPS}/sys-minors", f"fabric-imex-mgmt {FABRIC_IMEX_MGMT}\n".encode())
 
 
+# Containers get the view's whole proc/driver; the shim sends only the driver's parts there,
+# and the host's others (rtc) stay the host's.
 SURFACE = stateless("proc_driver_nvidia", nodes,
-                    ("functions", "driver", "platform", "pci_drivers", "imex"))
+                    ("functions", "driver", "platform", "pci_drivers", "imex"),
+                    (bound(PROC_DRIVER, shim=False), kernel(DRIVER), kernel(CAPS)))

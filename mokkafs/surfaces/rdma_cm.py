@@ -14,6 +14,7 @@ from mokkafs.state import State
 from mokkafs.surfaces import power
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import CharDevice, Dir, File, Node, relative_link, text
+from mokkafs.tree.roots import kernel
 
 MISC_MAJOR = 10
 # The minor the kernel handed out on the systems whose /dev/infiniband listings are published
@@ -44,4 +45,6 @@ def nodes(state: State) -> Iterator[Node]:
     yield relative_link(f"{MISC_CLASS}/rdma_cm", DEVICE)
 
 
-SURFACE = stateless("rdma_cm", nodes, ("rdma_loaded",))
+# (its node, dev/infiniband/rdma_cm, lies below the InfiniBand surface's dev/infiniband)
+SURFACE = stateless("rdma_cm", nodes, ("rdma_loaded",),
+                    (kernel(DEVICE), kernel(f"{MISC_CLASS}/rdma_cm")))

@@ -66,4 +66,4 @@ def capability(buf: bytearray, fn: PciFunction) -> None:
                      base >> 32)
 
 
-SURFACE = stateless("sriov", nodes, ("functions",))
+SURFACE = stateless("sriov", nodes, ("functions",), ())  # in the PCI functions' directories

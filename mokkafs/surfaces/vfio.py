@@ -19,6 +19,7 @@ from mokkafs.state import PciFunction, State
 from mokkafs.surfaces.nvidia_dev import DevNode, char_nodes
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, text
+from mokkafs.tree.roots import kernel
 
 DRIVER = "vfio-pci"
 DEV = "dev/vfio"
@@ -75,4 +76,5 @@ def nodes(state: State) -> Iterator[Node]:
         yield relative_link(f"{CDEV_CLASS}/vfio{g}", d)
 
 
-SURFACE = stateless("vfio", nodes, ("functions", "char_majors", "pci_drivers"))
+SURFACE = stateless("vfio", nodes, ("functions", "char_majors", "pci_drivers"),
+                    (kernel(DEV), kernel(CDEV_CLASS)))

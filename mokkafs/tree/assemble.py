@@ -1,8 +1,9 @@
 """Surfaces -> one Tree: what a surface is, and how a build reuses the last one.
 
 A ``Surface`` is one record: its name, the function of a State that describes its nodes, the
-State fields that function reads, and (for a surface that remembers its last run) the cache it
-is given. Each surface module defines its own (``mokkafs.surfaces.<name>.SURFACE``).
+State fields that function reads, the places it owns (its roots: ``mokkafs.tree.roots``), and
+(for a surface that remembers its last run) the cache it is given. Each surface module
+defines its own (``mokkafs.surfaces.<name>.SURFACE``).
 
 An ``Assembler`` builds trees from a list of surfaces and owns their caches. Given the tree
 before, a build does not compute again a surface whose inputs are equal to that tree's, and
@@ -18,6 +19,7 @@ from typing import Any, Generic, TypeVar
 from mokkafs.state import State
 from mokkafs.tree.build import Part, Tree, build, patch
 from mokkafs.tree.nodes import Node
+from mokkafs.tree.roots import Root
 
 C = TypeVar("C")
 
@@ -30,19 +32,21 @@ Build = Callable[[State, Tree | None], tuple[Tree, dict[str, int]]]
 class Surface(Generic[C]):
     """One simulated surface. ``inputs`` names every State field ``nodes`` reads (methods count
     as the fields they read; tests/unit/test_surface_inputs.py proves each list complete).
-    ``cache`` makes what ``nodes`` is given to remember its last run in; the assembler holds
-    one for as long as it lives."""
+    ``roots`` are the places it owns; it may add nodes below another surface's (a PF's
+    ``sriov_*`` below the PCI function's directory). ``cache`` makes what ``nodes`` is given
+    to remember its last run in; the assembler holds one for as long as it lives."""
 
     name: str
     nodes: Callable[[State, C], Iterable[Node]]
     inputs: tuple[str, ...]
+    roots: tuple[Root, ...]
     cache: Callable[[], C]
 
 
-def stateless(name: str, nodes: Callable[[State], Iterable[Node]],
-              inputs: tuple[str, ...]) -> Surface[None]:
+def stateless(name: str, nodes: Callable[[State], Iterable[Node]], inputs: tuple[str, ...],
+              roots: tuple[Root, ...]) -> Surface[None]:
     """A surface that remembers nothing between builds (all but PCI's and InfiniBand's)."""
-    return Surface(name, lambda state, _: nodes(state), inputs, lambda: None)
+    return Surface(name, lambda state, _: nodes(state), inputs, roots, lambda: None)
 
 
 class Assembler:

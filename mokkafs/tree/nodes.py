@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING
 
+from mokkafs.model.sysfs import UNREADABLE, WRITE_ONLY
 from mokkafs.tree.stream import Stream
 
 Clock = float  # seconds on time.monotonic()'s clock
@@ -132,6 +133,12 @@ Placed.path = property(_path)  # type: ignore[method-assign,assignment]
 def text(path: str, value: object, mode: int = 0o444) -> File:
     """A sysfs-style attribute: the value's text plus a newline."""
     return File(path, _encoded(f"{value}\n"), mode)
+
+
+def write_only(path: str, mode: int = WRITE_ONLY) -> File:
+    """A sysfs attribute with a store method and no show method: it fails to open for
+    reading (``mokkafs.model.sysfs``)."""
+    return File(path, b"", mode, error=UNREADABLE)
 
 
 @functools.lru_cache(maxsize=1024)

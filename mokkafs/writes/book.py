@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from mokkafs.model import sriov
 from mokkafs.model.bdf import BUS_TEXT
+from mokkafs.model.sysfs import REMOVE, RESCAN
 from mokkafs.state import State
 from mokkafs.writes import drivers, dynids, hotplug
 from mokkafs.writes.attributes import WriteRefused
@@ -60,7 +61,7 @@ class WriteBook:
                     self._end_vfs(target, served)
                 self._keep(target, kept, to, wall)
             return bool(changes)
-        if attribute == hotplug.RESCAN:
+        if attribute == RESCAN:
             return self._appeared(served, wall, self._rescan(bdf, text, served))
         attr = KEPT.get(attribute)
         try:
@@ -69,7 +70,7 @@ class WriteBook:
             fn = None
         if attr is None or fn is None or not attr.fits(fn):
             raise WriteRefused(errno.EACCES, f"{bdf}/{attribute} cannot be written")
-        if attribute == hotplug.REMOVE:
+        if attribute == REMOVE:
             if not hotplug.asked(text):
                 return False
             gone = hotplug.below(served, bdf)
@@ -135,7 +136,7 @@ class WriteBook:
         if not hotplug.asked(text):
             return False
         span = hotplug.rescanned(served, holder)
-        back = [k for k in self.writes if k[1] == hotplug.REMOVE and hotplug.reached(k[0], span)]
+        back = [k for k in self.writes if k[1] == REMOVE and hotplug.reached(k[0], span)]
         for key in back:
             del self.writes[key]
         self.taken += bool(back)

@@ -35,13 +35,12 @@ from __future__ import annotations
 import errno
 from dataclasses import replace
 
+from mokkafs.model.sysfs import BUS_PCI, BUS_PCI_DRIVERS
 from mokkafs.state import PciFunction, State
 from mokkafs.writes import dynids
 from mokkafs.writes.attributes import Attribute, WriteRefused
 from mokkafs.writes.dynids import native
 
-DRIVERS_DIR = "sys/bus/pci/drivers"
-BUS_DIR = "sys/bus/pci"
 DRIVER_STORES = ("bind", "unbind", "new_id", "remove_id")  # in a driver's directory
 VFIO = "vfio-pci"
 BUS_STORES = ("drivers_probe",)  # in the bus's directory
@@ -53,8 +52,8 @@ Change = tuple[str, str, str]  # (function, kept attribute, value)
 def is_bus_store(directory: str, name: str) -> bool:
     """Whether ``directory/name`` is a bus file whose target is the BDF written to it."""
     if name in DRIVER_STORES:
-        return directory.rpartition("/")[0] == DRIVERS_DIR
-    return name in BUS_STORES and directory == BUS_DIR
+        return directory.rpartition("/")[0] == BUS_PCI_DRIVERS
+    return name in BUS_STORES and directory == BUS_PCI
 
 
 def _function(text: str, served: State) -> PciFunction:

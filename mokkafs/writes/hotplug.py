@@ -18,19 +18,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mokkafs.model.bdf import BDF_TEXT, BUS_TEXT
+from mokkafs.model.sysfs import BUS_PCI, PCI_BUS, REMOVE, RESCAN
 from mokkafs.state import PciFunction, State
 from mokkafs.writes.attributes import Attribute, kstrtoul
 
-BUS_DIR = "sys/bus/pci"
-REMOVE, RESCAN = "remove", "rescan"
 ULONG = (1 << 64) - 1
 
 
 def is_store(directory: str, name: str) -> bool:
     """Whether ``directory/name`` is a function's ``remove`` or ``rescan``, or the bus's."""
     parent, _, base = directory.rpartition("/")
-    if name == RESCAN and (directory == BUS_DIR or (
-            parent.rpartition("/")[2] == "pci_bus" and BUS_TEXT.fullmatch(base) is not None)):
+    if name == RESCAN and (directory == BUS_PCI or (
+            parent.rpartition("/")[2] == PCI_BUS and BUS_TEXT.fullmatch(base) is not None)):
         return True
     return name in (REMOVE, RESCAN) and BDF_TEXT.fullmatch(directory.rpartition("/")[2]) is not None
 

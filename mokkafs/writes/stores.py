@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from mokkafs.model.sysfs import REMOVE, RESCAN
 from mokkafs.writes import attributes, drivers, hotplug
 from mokkafs.writes.attributes import Attribute
 
@@ -18,6 +19,6 @@ def phase(attribute: str) -> int:
 
 def writable(directory: str, name: str) -> bool:
     """Whether the file ``directory/name`` has a store the view simulates."""
-    if name in (hotplug.REMOVE, hotplug.RESCAN):
+    if name in (REMOVE, RESCAN):
         return hotplug.is_store(directory, name)
     return name in KEPT or drivers.is_bus_store(directory, name)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from mokkafs.surfaces import ROOTS
 from tests.helpers.captures import mounted, run_capture
 from tests.helpers.mounts import SHIPPED_PROFILES
 from tests.helpers.pass_mode import PASS_MODE
@@ -30,8 +31,15 @@ SHAPES = ("profiles/h100-mig", "profiles/gb200", "nvml-mock/b200")
 ROUND_TRIPS = ALL_PROFILES if PASS_MODE != "keep-cache" else \
     [p for p in ALL_PROFILES if profile_id(p) in SHAPES]
 assert len(ROUND_TRIPS) >= len(SHAPES), "a profile SHAPES names is gone"
-# NVML's own place is no kernel file: a real node has none to capture (docs/capture.md).
-NVML_PLACE = re.compile(r"^run(/.*)?$")
+# The daemon's own places (NVML's) are no kernel files: a real node has none to capture
+# (docs/capture.md). Their directories on the way (run/) are the view's alone too.
+OWN = tuple(root.path for root in ROOTS if root.own)
+assert OWN, "no own place left to leave out"
+
+
+def own_place(path: str) -> bool:
+    return any(path == p or path.startswith(f"{p}/") or p.startswith(f"{path}/") for p in OWN)
+
 NOT_CAPTURED = re.compile(r"^(dev/nvidia-caps/nvidia-cap(?![12]$)\d+|"
                           r"proc/driver/nvidia/capabilities/gpu\d+(/.*)?)$")
 
@@ -49,11 +57,11 @@ def test_a_capture_of_a_mount_serves_the_same_view(tmp_path: Path, profile: Path
     with mounted(profile, tmp_path / "a", *node) as first:
         done = run_capture("--root", str(first.path), *node, "--output", str(captured))
         assert done.returncode == 0, done.stderr
-        before = {p: v for p, v in snapshot(first.path).items() if not NVML_PLACE.match(p)}
+        before = {p: v for p, v in snapshot(first.path).items() if not own_place(p)}
     header = captured.read_text().splitlines()[0]
     assert header.endswith(" kept verbatim") and ", 0 kept verbatim" in header, header
     with mounted(captured, tmp_path / "b", *node) as second:
-        after = {p: v for p, v in snapshot(second.path).items() if not NVML_PLACE.match(p)}
+        after = {p: v for p, v in snapshot(second.path).items() if not own_place(p)}
     assert len(before) > 1000
     left_out = {p for p in before if NOT_CAPTURED.match(p)}
     assert bool(left_out) == ("mig" in profile.stem), sorted(left_out)[:5]

@@ -45,7 +45,7 @@ def main() -> None:
             time.sleep(BLOCK_SECONDS)
         yield File("broken", explode)
 
-    wiring.surfaces = (*wiring.surfaces, stateless("broken", broken_surface, ("functions",)))
+    wiring.surfaces = (*wiring.surfaces, stateless("broken", broken_surface, ("functions",), ()))
     raise_fd_limit()
     trio.run(serve, config, wiring)
 

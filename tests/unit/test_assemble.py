@@ -34,7 +34,7 @@ def counted(state: State, cache: Runs) -> Iterator[Node]:
     yield text("counted", cache.runs)
 
 
-COUNTED = Surface("counted", counted, ("generation",), Runs)
+COUNTED = Surface("counted", counted, ("generation",), (), Runs)
 
 
 def test_a_tree_cannot_be_changed() -> None:

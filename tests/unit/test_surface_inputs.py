@@ -1,7 +1,8 @@
 """Incremental compiles and builds are right: a compile that reuses the last PCI side equals
 one that does not; every surface reads only the State fields its record names (``inputs``, so
-reusing its last output when those are equal is sound), and a tree patched or partly reused
-equals the tree built whole from the same State."""
+reusing its last output when those are equal is sound), and so does each PCI function's
+directory (``pci.FUNCTION_INPUTS``, the key its nodes are kept by); and a tree patched or partly
+reused equals the tree built whole from the same State."""
 
 from __future__ import annotations
 
@@ -22,7 +23,13 @@ from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
 from mokkafs.tree.nodes import File
 from tests.helpers.mounts import SHIPPED_PROFILES
-from tests.helpers.profiles import ALL_PROFILES, HOST_PROC_DEVICES, profile_id, state_of
+from tests.helpers.profiles import (
+    ALL_PROFILES,
+    H100_GPU0,
+    HOST_PROC_DEVICES,
+    profile_id,
+    state_of,
+)
 from tests.helpers.write_book import written
 
 
@@ -49,6 +56,43 @@ def test_each_surface_reads_only_its_inputs(path: Path) -> None:
         list(surface.nodes(recorder, surface.cache()))  # type: ignore[arg-type]
         assert recorder.read <= set(surface.inputs), (surface.name,
                                                       recorder.read - set(surface.inputs))
+
+
+# h100 with a GPU whose captured attributes a capture kept (``overrides``), and a bridge and a
+# function kept verbatim on a root of their own
+CAPTURED = (SHIPPED_PROFILES / "h100.yaml").read_text() + f"""pci_functions:
+  - {{bdf: "{H100_GPU0}", root: pci0000:15, parent: "0000:17:01.0", overrides: true,
+     attributes: {{irq: "211\\n", uevent: "DRIVER=nvidia\\n"}}, config: "de10", config_size: 64}}
+  - {{bdf: "0000:f0:01.0", root: pci0000:f0, driver: pcieport, config: "8680", config_size: 256,
+     attributes: {{vendor: "0x8086\\n", secondary_bus_number: "241\\n",
+                  subordinate_bus_number: "241\\n"}}}}
+  - {{bdf: "0000:f1:00.0", root: pci0000:f0, parent: "0000:f0:01.0",
+     attributes: {{vendor: "0x1af4\\n", irq: "11\\n"}}}}
+"""
+
+
+def function_reads(state: State) -> set[tuple[bool, bool]]:
+    """Check that each function's nodes read no State field beyond ``pci.FUNCTION_INPUTS``:
+    the PCI surface keeps them while the function and those are the same, so a field read
+    beyond them would leave them stale. Returns the forms met: (kept, captured bytes)."""
+    forms = set()
+    for fn in state.functions:
+        recorder = Recorder(state)
+        assert list(pci.function(fn, recorder))  # type: ignore[arg-type]
+        assert recorder.read <= set(pci.FUNCTION_INPUTS), (fn.bdf, recorder.read)
+        forms.add((fn.kind == "other", fn.raw is not None))
+    return forms
+
+
+@pytest.mark.parametrize("path", ALL_PROFILES, ids=profile_id)
+def test_each_functions_nodes_read_only_the_function_inputs(path: Path) -> None:
+    assert function_reads(state_of(path)) == {(False, False)}
+
+
+def test_each_captured_functions_nodes_read_only_the_function_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "captured.yaml"
+    path.write_text(CAPTURED)
+    assert function_reads(state_of(path)) == {(False, False), (False, True), (True, True)}
 
 
 def same(a: Tree, b: Tree) -> bool:
