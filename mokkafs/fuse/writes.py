@@ -1,14 +1,14 @@
 """The FUSE side of writes: which opens for writing are allowed, and the write itself.
 
-As sysfs: an attribute the view simulates a store for (``mokkafs.writes.attributes``) opens
-for writing (``O_WRONLY``, ``O_RDWR``, ``O_TRUNC``: truncation is a no-op) and each ``write()``
-is one store of what it carries, as bytes, at whatever offset; the write returns once the new
-view is installed and the kernel's caches told (waiting for that at most a bound:
+As sysfs: an attribute the view simulates a store for (``mokkafs.writes.attributes``) opens for
+writing (``O_WRONLY``, ``O_RDWR``, ``O_TRUNC``: truncation is a no-op) and each ``write()`` is
+one store of what it carries, as bytes, at whatever offset; the write returns once the new view
+is installed and the kernel's caches told (waiting for that at most a bound:
 ``mokkafs.serve.writes``), or fails with the store's errno. Every other file of the view
-refuses to open for writing (EACCES, as kernfs refuses a file without a store method to
-root), a create EACCES, and mkdir, unlink, rename, links and mode changes EPERM. The host's own files, shown through, are a read-only
-/sys's: EROFS. A write through a descriptor of a file a swap removed: ENODEV, as kernfs
-answers for an attribute removed while open.
+refuses to open for writing (EACCES, as kernfs refuses a file without a store method to root),
+a create EACCES, and mkdir, unlink, rename, links and mode changes EPERM. The host's own files,
+shown through, are a read-only /sys's: EROFS. A write through a descriptor of a file a swap
+removed: ENODEV, as kernfs answers for an attribute removed while open.
 
 Who may write: the mount is ``default_permissions``, so the kernel refuses a writer other than
 the owner (root) with EACCES before the daemon hears of it; the daemon refuses it too (another
