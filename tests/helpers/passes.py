@@ -37,6 +37,10 @@ ONCE = (
     "tests/fuse/test_fault_bounds.py", "tests/fuse/test_nonempty_mountpoint.py",
     "tests/fuse/test_profile_places.py", "tests/fuse/test_host_dev.py",
     "tests/fuse/test_pyfuse3_patch.py",
+    # what names its cache modes itself (each parameter runs in pass 1)
+    "tests/fuse/test_writes_stress.py",
+    # NVML's topology from the PCIe tree: static content, as the topology consumers read it
+    "tests/nvml/test_topology.py", "tests/nvml/test_nvml_topology_c.py",
 )
 
 
