@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,7 +55,9 @@ class Invalidator:
         self.kernel: Kernel = kernel or Pyfuse3Kernel()
         self.loop_thread = threading.get_ident()
 
-    def apply(self, plan: Invalidation) -> Counts:
+    def apply(self, plan: Invalidation, listed: Callable[[], None] = lambda: None) -> Counts:
+        """Tell the kernel ``plan``; ``listed`` is called once all but the writable files'
+        pages are told: what a listing or a lookup shows is fresh from then on."""
         if threading.get_ident() == self.loop_thread:
             raise RuntimeError("kernel cache invalidation must not run on the FUSE loop's "
                                "thread (it can deadlock); use trio.to_thread.run_sync")
@@ -71,6 +74,7 @@ class Invalidator:
             self._send(counts, self.kernel.invalidate_inode, inode, False)
         for parent, name, deleted in plan.removed:
             self._send(counts, self.kernel.invalidate_entry, parent, name.encode(), deleted)
+        listed()
         for inode in plan.writable:  # pages a writer may hold until its WRITE is answered
             self._send(counts, self.kernel.invalidate_inode, inode, False)
         return counts

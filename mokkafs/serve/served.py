@@ -5,7 +5,7 @@ line of each fault that changed state."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import trio
 
@@ -18,16 +18,30 @@ from mokkafs.tree.diff import Invalidation
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Telling:
+    """One plan's progress: ``listed`` once all but the written files' pages are told (a
+    listing or a lookup is fresh from then), ``told`` once all of it is."""
+
+    listed: trio.Event = field(default_factory=trio.Event)
+    told: trio.Event = field(default_factory=trio.Event)
+
+
 @dataclass
 class Installed:
     """What an install changed: the generation now served, its nodes changed, removed and
-    added, and an event set once the kernel has heard of them (``mokkafs.serve.tell``)."""
+    added, and how far the kernel has heard of them (``mokkafs.serve.tell``)."""
 
     generation: int
     changed: int
     removed: int
     added: int
-    told: trio.Event
+    telling: Telling
+
+    @property
+    def told(self) -> trio.Event:
+        """Set once the kernel has heard all of it."""
+        return self.telling.told
 
 
 @dataclass(frozen=True)

@@ -272,7 +272,7 @@ class Swapper:
         self.holder.tree = tree  # the swap: new requests see the new view from here
         self.state, self.shown_at = state, when
         # The kernel hears it after, in order, off this lock; then the status says it serves.
-        told = self.teller.send(plan, state.generation,
+        telling = self.teller.send(plan, state.generation,
                                 lambda: self._record(state, counts, when))
         failures: list[str] = []
         done = time.perf_counter()
@@ -292,7 +292,8 @@ class Swapper:
             self.status.last_error = self.status.last_error_at = None
         changed = len(plan.changed_data) + len(plan.changed_attrs) + len(plan.shrunk) \
             + len(plan.writable)
-        installed = Installed(state.generation, changed, len(plan.removed), len(plan.added), told)
+        installed = Installed(state.generation, changed, len(plan.removed), len(plan.added),
+                              telling)
         log.info("serving generation %d from %s (%s): %d changed, %d removed, %d added "
                  "in %.1f ms", state.generation, state.source, reason,
                  installed.changed, installed.removed, installed.added, (done - start) * 1000)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 import trio
 
 from mokkafs.fuse.invalidate import Counts, Invalidator
-from mokkafs.serve.served import Installed
+from mokkafs.serve.served import Installed, Telling
 from mokkafs.tree.diff import Invalidation
 
 log = logging.getLogger(__name__)
@@ -46,28 +46,31 @@ class Teller:
         self._last.set()
 
     def send(self, plan: Invalidation, generation: int,
-             then: Callable[[], None] = lambda: None) -> trio.Event:
-        """Queue ``plan``; ``then`` runs (on the loop's thread) and the event is set once the
+             then: Callable[[], None] = lambda: None) -> Telling:
+        """Queue ``plan``; ``then`` runs (on the loop's thread) and ``told`` is set once the
         kernel has heard all of it (or it failed, which ``report`` is told). Returns at once:
         call it under any lock."""
-        previous, done = self._last, trio.Event()
-        self._last = done
-        trio.lowlevel.spawn_system_task(self._tell, plan, generation, then, previous, done,
+        previous, telling = self._last, Telling()
+        self._last = telling.told
+        trio.lowlevel.spawn_system_task(self._tell, plan, generation, then, previous, telling,
                                         name=f"tell generation {generation}")
-        return done
+        return telling
 
     async def settled(self) -> None:
         """Return once every plan sent so far has been told."""
         await self._last.wait()
 
     async def _tell(self, plan: Invalidation, generation: int, then: Callable[[], None],
-                    previous: trio.Event, done: trio.Event) -> None:
+                    previous: trio.Event, telling: Telling) -> None:
+        def listed() -> None:  # in the teller's thread
+            trio.from_thread.run_sync(telling.listed.set)
+
         try:
             await previous.wait()
             start = time.perf_counter()
             counts, failure = None, None
             try:
-                counts = await trio.to_thread.run_sync(self.invalidator.apply, plan,
+                counts = await trio.to_thread.run_sync(self.invalidator.apply, plan, listed,
                                                        limiter=self._limiter)
             except Exception as exc:
                 failure = exc
@@ -78,7 +81,8 @@ class Teller:
                 log.exception("reporting the invalidations of generation %d failed",
                               generation)
         finally:
-            done.set()
+            telling.listed.set()
+            telling.told.set()
 
 
 async def told(installed: Installed | None) -> Installed | None:

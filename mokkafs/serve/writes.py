@@ -1,8 +1,9 @@
 """Writes at run time: a store through the mount (``mokkafs.fuse.writes``) becomes an entry of
 the swapper's ``WriteBook`` and a new view, installed before the write returns; a refused one
 changes nothing. The write also waits, at most ``TOLD_WAIT`` seconds, for the kernel's caches to
-be told (``mokkafs.serve.tell``), so a listing right after it shows what it made, as on a real
-node. Only that bound is safe: a reader can hold the lock the telling needs while it waits for
+be told all but the written file's pages (``mokkafs.serve.tell``, ``Telling.listed``), so a
+listing right after it shows what it made, as on a real node. Those pages go after the answer:
+the writer holds them until then. Only that bound is safe: a reader can hold the lock the telling needs while it waits for
 the written page, which this write's answer releases. Each is
 logged, counted (``Status.writes``, the metrics), listed with the faults (``mokkafs writes
 list``, /readyz), and all are cleared by one command (``mokkafs writes clear``).
@@ -64,7 +65,8 @@ class Writer:
         log.info("write %s/%s=%r: generation %d serves it", bdf, attribute,
                  text.strip()[:32], applied.generation)
         with trio.move_on_after(TOLD_WAIT) as waited:
-            await applied.told.wait()
+            # Not the written file's own pages: this writer holds them until it is answered.
+            await applied.telling.listed.wait()
         if waited.cancelled_caught:
             log.debug("write %s/%s: answered before the kernel was told (a reader holds what "
                       "the telling needs)", bdf, attribute)

@@ -1,6 +1,7 @@
 """A write's answer and the kernel's caches (mokkafs.serve.writes): the answer waits for the
-kernel to be told what the write made, so a listing right after it shows it; but only for
-``TOLD_WAIT``, since a reader can hold what the telling needs until the answer comes."""
+kernel to be told what the write made, so a listing right after it shows it; but not for the
+written file's own pages, and only for ``TOLD_WAIT``, since a reader can hold what the telling
+needs until the answer comes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from mokkafs.serve import writes
 from mokkafs.serve.writes import Writer
 from mokkafs.surfaces import SURFACES
 from mokkafs.tree.assemble import Assembler
+from mokkafs.tree.build import inode_of
 from tests.helpers.kernel import FakeKernel
 from tests.helpers.profiles import H100_NIC0, state_of
 from tests.helpers.swapper import swapper_of
@@ -81,3 +83,40 @@ def test_a_write_answers_at_the_bound_when_the_telling_is_held(
     monkeypatch.setattr(writes, "TOLD_WAIT", 0.05)
     (told,) = store_four_vfs(HeldKernel(), release_after_asked=False)
     assert not told  # answered while the kernel still waited: no cycle can form
+
+
+class PagesHeld(FakeKernel):
+    """A drop of ``written``'s pages waits until ``free`` is set: the writer holds them until
+    its WRITE is answered."""
+
+    def __init__(self, written: int) -> None:
+        super().__init__()
+        self.written = written
+        self.free = threading.Event()
+
+    def invalidate_inode(self, inode: int, attr_only: bool) -> None:
+        if inode == self.written and not attr_only:
+            self.free.wait(60)
+        super().invalidate_inode(inode, attr_only)
+
+
+def test_a_write_does_not_wait_for_its_own_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The written file's pages are dropped after the answer: waiting for them would wait
+    the whole bound, since the writer holds them until it is answered."""
+    monkeypatch.setattr(writes, "TOLD_WAIT", 120.0)
+    state = state_of("h100")
+    tree, counts = Assembler(SURFACES).build(state)
+    kernel = PagesHeld(inode_of(f"{state.function(H100_NIC0).path}/sriov_numvfs"))
+
+    async def main() -> None:
+        swapper = swapper_of(tree, state, counts)
+        swapper.teller.invalidator.kernel = kernel
+        try:
+            with trio.fail_after(30):  # far below the bound
+                await Writer(swapper).store(H100_NIC0, "sriov_numvfs", "4\n")
+            entries = [args for kind, args, _ in kernel.calls if kind == "entry"]
+            assert any(name == b"virtfn0" for _, name, _ in entries)  # the listing was told
+        finally:
+            kernel.free.set()
+
+    trio.run(main)
