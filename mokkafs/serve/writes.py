@@ -26,7 +26,7 @@ from mokkafs.writes.book import WriteBook
 
 log = logging.getLogger(__name__)
 
-TOLD_WAIT = 1.0  # seconds a write's answer waits for the kernel to be told, at most
+TOLD_WAIT = 0.1  # seconds a write's answer waits for the kernel to be told, at most
 
 
 class Writer:
