@@ -1,10 +1,10 @@
-"""Writes at run time: a store through the mount (``mokkafs.fuse.writes``) becomes an entry of
-the swapper's ``WriteBook`` and a new view, installed before the write returns; a refused one
-changes nothing. The write also waits, at most ``TOLD_WAIT`` seconds, for the kernel's caches to
-be told all but the written file's pages (``mokkafs.serve.tell``, ``Telling.listed``), so a
+"""Writes at run time: a store through the mount (``mokkafs.fuse.writes``) becomes an entry of the
+swapper's ``WriteBook`` and a new view, installed before the write returns; a refused one
+changes nothing. The write also waits, at most ``TOLD_WAIT`` seconds, for the kernel's caches
+to be told all but the written file's pages (``mokkafs.serve.tell``, ``Telling.listed``), so a
 listing right after it shows what it made, as on a real node. Those pages go after the answer:
-the writer holds them until then. Only that bound is safe: a reader can hold the lock the telling needs while it waits for
-the written page, which this write's answer releases. Each is
+the writer holds them until then. Only that bound is safe: a reader can hold the lock the
+telling needs while it waits for the written page, which this write's answer releases. Each is
 logged, counted (``Status.writes``, the metrics), listed with the faults (``mokkafs writes
 list``, /readyz), and all are cleared by one command (``mokkafs writes clear``).
 """
