@@ -16,8 +16,7 @@ invalidations that fail, a CDI spec that cannot be written. No failure here ends
 
 A change that answers no FUSE request (a profile load, a fault, a MIG layout, the writes
 cleared) returns once the kernel has been told, waiting after it released the lock. A write
-returns once its view is installed: its answer must not wait for an invalidation (see
-``mokkafs.serve.tell``).
+waits for it only within a bound (``mokkafs.serve.writes``, ``mokkafs.serve.tell``).
 
 Updates that queue up while one is applied are coalesced: only the newest State is built (an
 error after it is still reported), so a burst of edits costs one build.
