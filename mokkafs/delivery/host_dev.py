@@ -12,7 +12,7 @@ node) and removes them at stop. It makes only what is missing and removes only w
 - each node made is on the daemon's record (``mokkafs.serve.owned``) with its inode, before
   and after it exists, so cleanup after a crash removes exactly that node, and nothing that
   took its name since (a different inode or device number is left alone);
-- no link below the device root is followed (``mokkafs.delivery.nofollow``): a node whose
+- no link below the device root is followed (``mokkafs.host.nofollow``): a node whose
   directory is a link, or a file, is not made, and one made there stays on the record
   (a warning says why) until its path reaches it again or it is gone;
 - one node that cannot be made or removed is reported, and the rest go on.
@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from mokkafs.delivery import nofollow
-from mokkafs.delivery.nofollow import UNREACHABLE, lstat_at, parent_of
 from mokkafs.errors import MountError
+from mokkafs.host import nofollow
+from mokkafs.host.nofollow import UNREACHABLE, lstat_at, parent_of
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ import stat
 from pathlib import Path
 
 from mokkafs.errors import MountError
+from mokkafs.host.nofollow import DIR_FLAGS
 
 DirId = tuple[int, int]  # (st_dev, st_ino) of the directory made
 MODE = 0o755
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _unsafe(st: os.stat_result) -> str | None:
@@ -42,7 +42,7 @@ def make(path: Path) -> DirId:
         raise MountError(f"mountpoint {path} does not exist; {fix}")
     try:
         why = _unsafe(os.lstat(parent))
-        fd = os.open(parent, _DIR) if why is None else -1
+        fd = os.open(parent, DIR_FLAGS) if why is None else -1
     except OSError as exc:
         raise MountError(f"mountpoint {path} does not exist, nor can its parent be used "
                          f"({parent}: {exc.strerror}); {fix}") from None
@@ -56,7 +56,7 @@ def make(path: Path) -> DirId:
                              f"being made ({why}); {fix}")
         try:
             os.mkdir(name, 0o700, dir_fd=fd)  # 0755 once made: whatever the umask
-            made = os.open(name, _DIR, dir_fd=fd)
+            made = os.open(name, DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
             raise MountError(f"mountpoint {path} cannot be made: {exc.strerror}") from None
         try:
@@ -73,7 +73,7 @@ def remove(path: Path, made: DirId) -> str | None:
     """Remove the directory made at ``path`` while it still is that one: a line saying what
     was done or why it was left, None when nothing is there any more."""
     try:
-        fd = os.open(path.parent, _DIR)
+        fd = os.open(path.parent, DIR_FLAGS)
     except OSError:
         return None
     try:
