@@ -2,8 +2,8 @@
 
 The daemon's FUSE loop and a compile in one of its threads share one interpreter lock: a
 storm of edits of a large profile held plain reads up for whole seconds. ``CompileChild``
-keeps one child at a time (``python -m mokkafs.source.child``) that compiles each text it is
-sent and sends back the State, pickled, over a pipe. The child is bounded: in memory by
+keeps one child at a time (``python -m mokkafs.compile_process``) that compiles each text it
+is sent and sends back the State, pickled, over a pipe. The child is bounded: in memory by
 ``RLIMIT_AS`` (set in the child before it reads anything) and in time by a deadline, past
 which it is killed. A child that dies, is killed, or is abandoned (a newer change cancels the
 request) is replaced at the next request; its error keeps the last good State. The child
@@ -20,8 +20,10 @@ compile is kept for the daemon's life instead: every change is compiled at once,
 memory. The child gives its freed heap back after each compile, so what it keeps is what it
 holds, not its largest compile's peak.
 
-Frames are an 8-byte little-endian length and a pickle. Only this process's own child speaks
-on the pipe, so what is unpickled is what the daemon's own code pickled.
+The child's side is ``mokkafs.compile_process``: it imports the compiler and nothing of the
+daemon's (no trio), so a child starts in the time its compiler takes to import. Frames are an
+8-byte little-endian length and a pickle. Only this process's own child speaks on the pipe, so
+what is unpickled is what the daemon's own code pickled.
 """
 
 from __future__ import annotations
@@ -30,32 +32,23 @@ import logging
 import math
 import os
 import pickle
-import resource
-import struct
 import subprocess
 import sys
-import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, BinaryIO
 
 import trio
 
-from mokkafs.errors import InternalError, MokkafsError, Problem, ProfileError
+from mokkafs.compile_process import LENGTH
+from mokkafs.errors import InternalError, ProfileError
 from mokkafs.host import linux
 from mokkafs.profile.options import Options
 from mokkafs.state import State
-
-if TYPE_CHECKING:
-    from mokkafs.profile.compile import PciCache
 
 log = logging.getLogger(__name__)
 
 COMPILE_SECONDS = 30.0  # the largest allowed profile compiles in well under a second
 COMPILE_BYTES = 2 << 30  # address space of the child: the largest profile peaks far below
 IDLE_SECONDS = 60.0  # a child unused this long ends; the next change starts another
-_LENGTH = struct.Struct("<Q")
-
-Reply = tuple[str, object]  # ("state", State) | ("problems", (file, [Problem])) | ("bug", text)
 
 
 class CompileChild:
@@ -90,7 +83,7 @@ class CompileChild:
                 process = await self._running()
                 with trio.move_on_after(self.seconds) as deadline:
                     assert process.stdin is not None and process.stdout is not None
-                    await process.stdin.send_all(_LENGTH.pack(len(request)) + request)
+                    await process.stdin.send_all(LENGTH.pack(len(request)) + request)
                     frame = await _receive(process.stdout)
                 if deadline.cancelled_caught:
                     await self._stop()
@@ -134,7 +127,8 @@ class CompileChild:
         if self._process is not None and self._process.returncode is None:
             return self._process
         self._process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "mokkafs.source.child", str(self.memory), str(os.getpid())],
+            [sys.executable, "-m", "mokkafs.compile_process", str(self.memory),
+             str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.started += 1
         return self._process
@@ -197,10 +191,10 @@ def _ended(status: int | None) -> str:
 
 async def _receive(stream: trio.abc.ReceiveStream) -> bytes | None:
     """One frame, or None at the end of the stream."""
-    head = await _exactly(stream, _LENGTH.size)
+    head = await _exactly(stream, LENGTH.size)
     if head is None:
         return None
-    return await _exactly(stream, _LENGTH.unpack(head)[0])
+    return await _exactly(stream, LENGTH.unpack(head)[0])
 
 
 async def _exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes | None:
@@ -211,65 +205,3 @@ async def _exactly(stream: trio.abc.ReceiveStream, size: int) -> bytes | None:
             return None
         data += chunk
     return bytes(data)
-
-
-# -- the child ---------------------------------------------------------------------------
-
-def _read(stream: BinaryIO, size: int) -> bytes | None:
-    data = stream.read(size)
-    return data if len(data) == size else None
-
-
-def _answer(text: str, filename: str, options: Options, memory: int,
-            cache: PciCache) -> Reply:
-    from mokkafs.profile.resolve import compile_text
-
-    try:
-        return "state", compile_text(text, filename, options, cache)
-    except MemoryError:
-        return "problems", (filename, [Problem("", (
-            f"compiling it needs more than the {memory >> 20} MiB the compiling process may "
-            "use; a node's profile needs far less"))])
-    except ProfileError as exc:
-        return "problems", (exc.filename, list(exc.problems))
-    except MokkafsError as exc:
-        return "problems", (filename, [Problem("", str(exc))])
-    except Exception:  # a bug: its traceback goes to the parent's log
-        return "bug", traceback.format_exc()
-
-
-def main(memory: int, parent: int) -> None:
-    """Compile each request on stdin until it ends, within ``memory`` bytes of address space.
-    The child ends with the daemon ``parent``, quietly: a daemon killed mid-compile leaves no
-    compiling process behind, and no traceback in the log it shared."""
-    try:
-        if os.getppid() != parent:  # it ended already
-            os._exit(0)
-        linux.end_with(parent)
-    except ProcessLookupError:  # it ended meanwhile
-        os._exit(0)
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing else may write into the replies
-    from mokkafs.profile.compile import PciCache
-
-    cache = PciCache()  # the last compile's PCI side, for the next one
-    while (head := _read(inp, _LENGTH.size)) is not None:
-        frame = _read(inp, _LENGTH.unpack(head)[0])
-        if frame is None:
-            break
-        text, filename, options = pickle.loads(frame)
-        reply = pickle.dumps(_answer(text, filename, options, memory, cache),
-                             pickle.HIGHEST_PROTOCOL)
-        try:
-            out.write(_LENGTH.pack(len(reply)) + reply)
-            out.flush()
-        except BrokenPipeError:  # the daemon is gone, or abandoned this request
-            break
-        del reply
-        linux.release_free_heap()  # the compile's peak, once answered
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -30,7 +30,7 @@ def test_a_change_is_compiled_in_another_process(tmp_path: Path) -> None:
         live.wait_generation(2)
         pid = compile_pid(live)
         assert pid != live.mount.process.pid and parent_of(pid) == live.mount.process.pid
-        assert b"mokkafs.source.child" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        assert b"mokkafs.compile_process" in Path(f"/proc/{pid}/cmdline").read_bytes()
         os.kill(pid, signal.SIGKILL)  # one that dies while idle is replaced at the next
         wait_for(lambda: live.ready()["compile_pid"] is None, 20, "the child's end seen")
         rename_over(live, profile_text("t4"))

@@ -50,7 +50,7 @@ PACKAGE = REPO / "mokkafs"
 RANKS = {"errors": 0, "state": 0, "model": 0, "clock": 0, "bin": 0, "lib": 0, "__init__": 0,
          "counters": 1, "tree": 1, "profile": 1,
          "surfaces": 2, "faults": 2, "host": 2, "writes": 2,
-         "source": 3, "fuse": 3, "obs": 3,
+         "source": 3, "compile_process": 3, "fuse": 3, "obs": 3,
          "delivery": 4, "capture": 4,
          "serve": 5,
          "cli": 6, "entry": 6, "__main__": 6, "testing": 6}
@@ -62,14 +62,15 @@ IMPURE = {"trio", "pyfuse3", "os", "socket", "subprocess", "threading", "ctypes"
 STATELESS_BELOW = RANKS["serve"]  # the ranks that keep no module-global state
 
 # The compile: profile/, YAML (a profile, a fault file, a MIG request) into the domain. Outside
-# it, only its callers import it: those that run a compile (source/: reading a profile, and the
-# child that compiles it; serve/wiring: the first compile; capture/: a profile written and
-# checked), and those that check what the control socket and the state file bring at run time
-# (faults/book, serve/control, serve/mig, serve/record). Those the daemon holds at start import
-# its schema only at first use, in a worker thread (test_the_daemon_starts_without_the_schema).
+# it, only its callers import it: those that run a compile (source/: reading a profile;
+# compile_process: the child that compiles it; serve/wiring: the first compile; capture/: a
+# profile written and checked), and those that check what the control socket and the state
+# file bring at run time (faults/book, serve/control, serve/mig, serve/record). Those the
+# daemon holds at start import its schema only at first use, in a worker thread
+# (test_the_daemon_starts_without_the_schema).
 COMPILE = "profile"
-COMPILE_CALLERS = ("source", "serve.wiring", "capture", "faults.book", "serve.control",
-                   "serve.mig", "serve.record")
+COMPILE_CALLERS = ("source", "compile_process", "serve.wiring", "capture", "faults.book",
+                   "serve.control", "serve.mig", "serve.record")
 # What the daemon imports to start: the command line (its parser loads every command's
 # module), and what ``mokkafs mount`` imports to serve.
 START = ("entry", "cli", "cli.commands", "serve.daemon", "serve.wiring")
