@@ -95,7 +95,6 @@ DEBTS = {
     ("mokkafs.cli.served", "tree"): PIPELINE,
     ("mokkafs.cli.served", "surfaces"): PIPELINE,
     ("mokkafs.cli.served", COMPILE): PIPELINE,
-    ("mokkafs.cli.commands.tree", "tree"): PIPELINE,
     ("mokkafs.cli.commands.fault", COMPILE): PIPELINE,
     ("mokkafs.cli.commands.profiles", COMPILE): PIPELINE,
 }
