@@ -20,8 +20,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mokkafs.cli.served import served_tree
     from mokkafs.delivery.listing import lines
+    from mokkafs.serve.pipeline import served_tree
 
     for line in lines(served_tree(args), args.path, time.monotonic(), cat=args.cat):
         print(line)
