@@ -1,6 +1,8 @@
 """The daemon's wiring: what ``mokkafs mount ARGS`` serves, and with what. The one place its
 collaborators are made; a test builds the same from the same arguments, and may change them.
-The compile's options and the compiler are the pipeline's (``mokkafs.serve.pipeline``)."""
+The compile's options and the compiler are the pipeline's (``mokkafs.serve.pipeline``).
+``CACHE_MODE_ENV``, the variable that gives ``--cache-mode`` its default, is named here for
+``mount``'s help."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from mokkafs.clock import Clock
 from mokkafs.delivery.cdi import DEFAULT_VERSION
+from mokkafs.fuse.cache_mode import CACHE_MODE_ENV as CACHE_MODE_ENV
+from mokkafs.fuse.cache_mode import choose
 from mokkafs.serve.pipeline import compiler, options, profile_path
 
 if TYPE_CHECKING:
@@ -21,7 +25,6 @@ if TYPE_CHECKING:
 def wire(args: argparse.Namespace, clock: Clock = time.monotonic) -> tuple[Config, Wiring]:
     """``mokkafs mount ARGS``'s Config and Wiring. ``clock`` is the time dynamic content
     follows."""
-    from mokkafs.fuse.cache_mode import choose
     from mokkafs.serve.config import CdiConfig, Config, Wiring
     from mokkafs.source.child import CompileChild
     from mokkafs.source.file import FileSource

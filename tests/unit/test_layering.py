@@ -87,7 +87,12 @@ NEVER_REACHES = {
     ("faults", "surfaces"), ("writes", "surfaces"),
 }
 # (a, b): no module of ``a`` imports ``b`` itself; it goes through serve/ (or delivery/).
-NEVER_IMPORTS = {("cli", "tree"), ("cli", "surfaces"), ("cli", COMPILE)}
+# The command line parses and calls serve/ or delivery/ (capture/ for ``capture``), nothing
+# ranked below them but errors (the exit statuses it maps) and the package's version and data;
+# the pipeline's parts it reaches through serve/pipeline.py.
+CLI_MAY_IMPORT = ("errors", "__init__", "bin", "lib")
+NEVER_IMPORTS = {("cli", part) for part, rank in RANKS.items()
+                 if rank < RANKS["delivery"] and part not in CLI_MAY_IMPORT}
 
 WRITE_STORE = "issue 38 item 3: fuse/ forwards (key, bytes) to the write store it is given"
 DEBTS = {
