@@ -154,13 +154,11 @@ def render_in_process(profile: Path, dest: Path) -> None:
     """What a mock that re-renders does on a change, without a process start: compile the
     profile, build the view, write it over the served directory."""
     from mokkafs.delivery.render import render as write_tree
-    from mokkafs.profile.compile import Options
-    from mokkafs.profile.resolve import load_state
-    from mokkafs.surfaces import SURFACES
-    from mokkafs.tree.assemble import Assembler
+    from mokkafs.profile.options import Options
+    from mokkafs.serve.pipeline import compiled, tree_of
 
-    state = load_state(profile, Options(node_name="bench", started_at=time.monotonic()))
-    write_tree(Assembler(SURFACES).build(state)[0], dest, time.monotonic())
+    state = compiled(profile, Options(node_name="bench", started_at=time.monotonic()))
+    write_tree(tree_of(state), dest, time.monotonic())
 
 
 def spin_until(path: Path, text: str, seconds: float = 30.0) -> None:

@@ -1,5 +1,6 @@
 """Write a Tree to a directory as plain files: the same view, for hosts without FUSE and for
-side-by-side benchmarks. There is no second renderer: the content comes from the same Tree.
+side-by-side benchmarks. There is no second renderer: the content comes from the same Tree,
+walked as ``mokkafs tree`` walks it (``mokkafs.delivery.listing.below``).
 
 ``render`` touches only what it made. The whole tree is built in a fresh directory beside
 ``dest`` (mode 0700, so nobody else can plant anything in it), every file created there with
@@ -20,6 +21,7 @@ import secrets
 import stat
 from pathlib import Path
 
+from mokkafs.delivery.listing import below
 from mokkafs.errors import UsageError
 from mokkafs.host import linux
 from mokkafs.tree.build import Tree
@@ -107,7 +109,7 @@ def _build(tree: Tree, parent: int, work: str, now: float) -> int:
     opened = [("", top)]  # the directory chain down to the entry's parent (walk is depth first)
     count = 0
     try:
-        for path, entry in tree.walk():
+        for path, entry in below(tree):
             if not path:
                 os.fchmod(top, entry.mode & 0o7777)
                 continue
@@ -195,7 +197,3 @@ def _empty(fd: int, mount: int, where: Path) -> None:
             os.rmdir(entry.name, dir_fd=fd)
         else:
             os.unlink(entry.name, dir_fd=fd)
-
-
-def mode_string(mode: int) -> str:
-    return stat.filemode(mode)

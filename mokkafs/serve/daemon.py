@@ -56,12 +56,12 @@ from mokkafs.serve.control import check_apart, check_place
 from mokkafs.serve.durable import StateFile, restore_at_start
 from mokkafs.serve.kmsg import kmsg_for
 from mokkafs.serve.owned import Owned, fuse_mount_id
+from mokkafs.serve.pipeline import builder
 from mokkafs.serve.process import settle_heap
 from mokkafs.serve.publish import host_dev_nodes, publish_to
 from mokkafs.serve.running import Running
 from mokkafs.serve.swap import Swapper
 from mokkafs.serve.writes import Writer
-from mokkafs.tree.assemble import Assembler
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
     state_file = None
     if config.state_dir is not None:
         state_file = StateFile.prepare(config.state_dir, config.mountpoint, wiring.proc)
-    build = Assembler(wiring.surfaces).build
+    build = builder(wiring.surfaces)
     state, layers, (tree, counts) = restore_at_start(
         state_file, profile, now, status, lambda s: build(at(s, now), None))
     settle_heap()

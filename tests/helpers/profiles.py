@@ -6,11 +6,9 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from mokkafs.profile.compile import Options
-from mokkafs.profile.resolve import load_state
+from mokkafs.profile.options import Options
+from mokkafs.serve import pipeline
 from mokkafs.state import HostFacts, State
-from mokkafs.surfaces import SURFACES
-from mokkafs.tree.assemble import Assembler
 from mokkafs.tree.build import Tree
 from mokkafs.tree.follow import follow
 from mokkafs.tree.nodes import File
@@ -27,11 +25,11 @@ def state_of(profile: str | Path, node_name: str = "node-a", **kw: object) -> St
     kw.setdefault("host", HostFacts(HOST_PROC_DEVICES))
     opts = Options(node_name=node_name, started_at=0.0, loaded_at=1_700_000_000.0,
                    **kw)  # type: ignore[arg-type]
-    return load_state(path, opts)
+    return pipeline.compiled(path, opts)
 
 
 def tree_of(state: State) -> Tree:
-    return Assembler(SURFACES).build(state)[0]
+    return pipeline.tree_of(state)
 
 
 # A DGX H100's first GPU and its compute NIC (mlx5_0), one PCIe switch apart

@@ -10,10 +10,10 @@ from mokkafs.fuse.invalidate import Invalidator
 from mokkafs.fuse.view import TreeHolder
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
+from mokkafs.serve.pipeline import builder
 from mokkafs.serve.swap import Swapper
 from mokkafs.state import State
-from mokkafs.surfaces import SURFACES
-from mokkafs.tree.assemble import Assembler, Build
+from mokkafs.tree.assemble import Build
 from mokkafs.tree.build import Tree
 from tests.helpers.kernel import FakeKernel
 
@@ -37,6 +37,6 @@ def swapper_of(tree: Tree, state: State, counts: dict[str, int], *,
     """A ``kind`` (a Swapper or a subclass) serving ``tree``, the view of ``state``, over a
     FakeKernel; its status is ``.status``."""
     status = Status()
-    return kind(TreeHolder(tree), state, counts, build=build or Assembler(SURFACES).build,
+    return kind(TreeHolder(tree), state, counts, build=build or builder(),
                 invalidator=Invalidator(FakeKernel()), status=status, metrics=Metrics(status),
                 clock=clock, shown_at=shown_at)

@@ -63,13 +63,14 @@ STATELESS_BELOW = RANKS["serve"]  # the ranks that keep no module-global state
 
 # The compile: profile/, YAML (a profile, a fault file, a MIG request) into the domain. Outside
 # it, only its callers import it: those that run a compile (source/: reading a profile;
-# compile_process: the child that compiles it; serve/wiring: the first compile; capture/: a
+# compile_process: the child that compiles it; serve/pipeline: the one place the pipeline is
+# assembled, for the daemon's first compile and the commands that need no mount; capture/: a
 # profile written and checked), and those that check what the control socket and the state
 # file bring at run time (faults/book, serve/control, serve/mig, serve/record). Those the
 # daemon holds at start import its schema only at first use, in a worker thread
 # (test_the_daemon_starts_without_the_schema).
 COMPILE = "profile"
-COMPILE_CALLERS = ("source", "compile_process", "serve.wiring", "capture", "faults.book",
+COMPILE_CALLERS = ("source", "compile_process", "serve.pipeline", "capture", "faults.book",
                    "serve.control", "serve.mig", "serve.record")
 # What the daemon imports to start: the command line (its parser loads every command's
 # module), and what ``mokkafs mount`` imports to serve.
@@ -87,18 +88,16 @@ NEVER_REACHES = {
     ("faults", "surfaces"), ("writes", "surfaces"),
 }
 # (a, b): no module of ``a`` imports ``b`` itself; it goes through serve/ (or delivery/).
-NEVER_IMPORTS = {("cli", "tree"), ("cli", "surfaces"), ("cli", COMPILE)}
+# The command line parses and calls serve/ or delivery/ (capture/ for ``capture``), nothing
+# ranked below them but errors (the exit statuses it maps) and the package's version and data;
+# the pipeline's parts it reaches through serve/pipeline.py.
+CLI_MAY_IMPORT = ("errors", "__init__", "bin", "lib")
+NEVER_IMPORTS = {("cli", part) for part, rank in RANKS.items()
+                 if rank < RANKS["delivery"] and part not in CLI_MAY_IMPORT}
 
 WRITE_STORE = "issue 38 item 3: fuse/ forwards (key, bytes) to the write store it is given"
-PIPELINE = "issue 38 item 5: commands call the one pipeline facade in serve/"
 DEBTS = {
     ("mokkafs.fuse.writes", "writes"): WRITE_STORE,
-    ("mokkafs.cli.served", "tree"): PIPELINE,
-    ("mokkafs.cli.served", "surfaces"): PIPELINE,
-    ("mokkafs.cli.served", COMPILE): PIPELINE,
-    ("mokkafs.cli.commands.tree", "tree"): PIPELINE,
-    ("mokkafs.cli.commands.fault", COMPILE): PIPELINE,
-    ("mokkafs.cli.commands.profiles", COMPILE): PIPELINE,
 }
 
 

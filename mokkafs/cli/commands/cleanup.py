@@ -24,23 +24,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mokkafs.fuse.mount import refuse_link
-    from mokkafs.serve.owned import Owned
+    from mokkafs.serve.cleanup import cleanup
 
-    refuse_link(args.mountpoint)
-    owned = Owned.acquire(args.runtime_dir, args.mountpoint)  # refused while a daemon lives
-    try:
-        left = owned.left
-        if left is None:
-            print(f"mokkafs: no daemon left a record of {owned.mountpoint} in "
-                  f"{args.runtime_dir}; nothing to undo", file=sys.stderr)
-            return 0
-        if args.cdi_dir and left.spec is not None and Path(left.spec.path) != Path(
-                os.path.abspath(args.cdi_dir)) / spec_file_name(args.cdi_kind):
-            print(f"mokkafs: the record names the CDI spec {left.spec.path}, which is the "
-                  "one undone", file=sys.stderr)
-        for line in owned.undo(release_share=True):
-            print(f"mokkafs: {line}", file=sys.stderr)
-    finally:
-        owned.close()
+    spec = Path(os.path.abspath(args.cdi_dir)) / spec_file_name(args.cdi_kind) \
+        if args.cdi_dir else None
+    cleanup(args.runtime_dir, args.mountpoint, spec,
+            lambda line: print(f"mokkafs: {line}", file=sys.stderr))
     return 0

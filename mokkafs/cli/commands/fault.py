@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 
 from mokkafs.cli.arguments import add_verbs, control_arg
-from mokkafs.profile.resolve import read_text
 
 NAME = "fault"
 HELP = ("apply, clear or list faults of a serving daemon (its --control socket); see "
@@ -24,12 +23,14 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     verbs["apply"].add_argument("file", type=Path, help="a YAML file holding a faults: list")
     verbs["clear"].add_argument("names", nargs="*", help="the faults' names (none: every fault)")
 
+
 def run(args: argparse.Namespace) -> int:
     from mokkafs.serve.control import request
+    from mokkafs.serve.pipeline import profile_text
 
     if args.verb == "apply":
         path = args.file
-        message = {"op": "apply", "file": str(path), "text": read_text(path)}
+        message = {"op": "apply", "file": str(path), "text": profile_text(path)}
     elif args.verb == "clear":
         message = {"op": "clear", "names": args.names}
     else:

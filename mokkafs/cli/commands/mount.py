@@ -9,7 +9,7 @@ from pathlib import Path
 from mokkafs.cli.arguments import cdi_args, profile_args, runtime_arg, seconds, seconds_or_never
 from mokkafs.delivery.cdi import DEFAULT_VERSION
 from mokkafs.errors import MokkafsError
-from mokkafs.fuse.cache_mode import CACHE_MODE_ENV
+from mokkafs.serve.wiring import CACHE_MODE_ENV
 
 NAME = "mount"
 HELP = ("serve the view at MOUNTPOINT until SIGINT/SIGTERM; profile edits and SIGHUP swap the "

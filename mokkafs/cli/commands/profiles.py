@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from mokkafs.profile.resolve import describe_shipped, shipped_profiles
-
 NAME = "profiles"
 HELP = "list the shipped profiles"
 
@@ -15,6 +13,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for name, path in shipped_profiles().items():
-        print(f"{name:8} {describe_shipped(path)}")
+    from mokkafs.serve.pipeline import shipped
+
+    for name, description in shipped().items():
+        print(f"{name:8} {description}")
     return 0

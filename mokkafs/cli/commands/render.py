@@ -8,8 +8,6 @@ import time
 from pathlib import Path
 
 from mokkafs.cli.arguments import profile_args
-from mokkafs.cli.served import served_tree
-from mokkafs.delivery.render import render
 
 NAME = "render"
 HELP = "write the view to DEST as plain files"
@@ -23,6 +21,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from mokkafs.delivery.render import render
+    from mokkafs.serve.pipeline import served_tree
+
     count = render(served_tree(args), args.dest, time.monotonic())
     print(f"mokkafs: wrote {count} entries to {args.dest}", file=sys.stderr)
     return 0
