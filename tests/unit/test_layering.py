@@ -12,8 +12,11 @@ A module may import its own package and anything of a lower rank, never a higher
                                         sysfs)
     3  source, fuse, obs                where States come from; the FUSE edge; health/metrics
     4  delivery                         consumers of the tree: CDI, re-attaching, preload, render
-    5  serve                            the process: daemon skeleton, applying updates
-    6  cli, entry, __main__, testing    the command; starting daemons for tests and bench/
+    5  layers                           the run-time layers over the profile's State (MIG
+                                        layouts, faults, writes) in their one order, and what
+                                        the control socket and the state file do with each
+    6  serve                            the process: daemon skeleton, applying updates
+    7  cli, entry, __main__, testing    the command; starting daemons for tests and bench/
 
 Every package and top-level module has a rank, and every rank names one that exists. The
 pipeline's pure parts (state, counters, tree, surfaces, faults, the profile compiler) do no
@@ -52,9 +55,11 @@ RANKS = {"errors": 0, "state": 0, "model": 0, "clock": 0, "bin": 0, "lib": 0, "_
          "surfaces": 2, "faults": 2, "host": 2, "writes": 2,
          "source": 3, "fuse": 3, "obs": 3,
          "delivery": 4, "capture": 4,
-         "serve": 5,
-         "cli": 6, "entry": 6, "__main__": 6, "testing": 6}
-PURE = ("state", "model", "counters", "tree", "surfaces", "faults", "writes", "profile/schema",
+         "layers": 5,
+         "serve": 6,
+         "cli": 7, "entry": 7, "__main__": 7, "testing": 7}
+PURE = ("state", "model", "counters", "tree", "surfaces", "faults", "writes", "layers",
+        "profile/schema",
         "profile/values", "profile/load", "profile/compile", "profile/faults",
         "profile/sections")
 IMPURE = {"trio", "pyfuse3", "os", "socket", "subprocess", "threading", "ctypes", "time",
@@ -65,11 +70,12 @@ STATELESS_BELOW = RANKS["serve"]  # the ranks that keep no module-global state
 # it, only its callers import it: those that run a compile (source/: reading a profile, and the
 # child that compiles it; serve/wiring: the first compile; capture/: a profile written and
 # checked), and those that check what the control socket and the state file bring at run time
-# (faults/book, serve/control, serve/mig, serve/record). Those the daemon holds at start import
-# its schema only at first use, in a worker thread (test_the_daemon_starts_without_the_schema).
+# (faults/book, serve/control, and the layers': layers/faults, layers/mig_change, layers/kept).
+# Those the daemon holds at start import its schema only at first use, in a worker thread
+# (test_the_daemon_starts_without_the_schema).
 COMPILE = "profile"
 COMPILE_CALLERS = ("source", "serve.wiring", "capture", "faults.book", "serve.control",
-                   "serve.mig", "serve.record")
+                   "layers.faults", "layers.mig_change", "layers.kept")
 # What the daemon imports to start: the command line (its parser loads every command's
 # module), and what ``mokkafs mount`` imports to serve.
 START = ("entry", "cli", "cli.commands", "serve.daemon", "serve.wiring")
@@ -84,9 +90,14 @@ NEVER_REACHES = {
     ("surfaces", "profile"), ("writes", "profile"),
     # The run-time layers are State arithmetic; surfaces serve what they make, not the reverse.
     ("faults", "surfaces"), ("writes", "surfaces"),
+    # So is what the daemon does with them: no view, no tree, no FUSE.
+    ("layers", "surfaces"), ("layers", "tree"), ("layers", "fuse"),
 }
 # (a, b): no module of ``a`` imports ``b`` itself; it goes through serve/ (or delivery/).
-NEVER_IMPORTS = {("cli", "tree"), ("cli", "surfaces"), ("cli", COMPILE)}
+# serve/ reaches the fault book, the MIG book and the state file's sections only through the
+# layers' registry (layers/registry: ``LAYERS``, ``Layers``).
+NEVER_IMPORTS = {("cli", "tree"), ("cli", "surfaces"), ("cli", COMPILE),
+                 ("serve", "faults.book"), ("serve", "layers.mig"), ("serve", "layers.kept")}
 
 WRITE_STORE = "issue 38 item 3: fuse/ forwards (key, bytes) to the write store it is given"
 PIPELINE = "issue 38 item 5: commands call the one pipeline facade in serve/"
