@@ -1,14 +1,17 @@
-"""The control socket: ``mokkafs mount --control PATH`` serves it, ``mokkafs fault --control
-PATH apply|clear|list`` talks to it.
+"""The control socket: ``mokkafs mount --control PATH`` serves it, ``mokkafs fault``, ``mokkafs
+mig`` and ``mokkafs writes`` (``--control PATH``) talk to it.
 
 A Unix stream socket, mode 0600, in a directory no one but its owner may write (a socket in a
 shared directory could be replaced under the daemon); callers other than root and the daemon's
 own user are refused by their credentials too. One request per connection, one JSON line each
-way: ``{"op": "apply", "file": NAME, "text": YAML}``, ``{"op": "clear", "names": [...]}``,
-``{"op": "list"}`` (``mokkafs writes``: ``{"op": "writes"}``, ``{"op": "clear-writes"}``); the
-answer is ``{"ok": true, "faults": [...]}`` or ``{"ok": false,
-"error": MESSAGE, "exit": STATUS}``. Like the metrics endpoint it cannot starve the daemon:
-a few connections at once, each bounded in size and time.
+way. ``{"op": "list"}`` lists the layers that say so (the faults and the writes); every other
+request is a run-time layer's (``Layer.ops``, found through ``mokkafs.layers.registry``):
+``{"op": "apply", "file": NAME, "text": YAML}``, ``{"op": "clear", "names": [...]}`` (the
+faults), ``{"op": "mig", "action": ..., ...}`` (``mokkafs mig``), ``{"op": "writes"}``,
+``{"op": "clear-writes"}`` (``mokkafs writes``). The answer is ``{"ok": true, LAYER: [...]}``
+(``"faults"``, ``"mig"``, ``"writes"``: the layer's listing after the change) or ``{"ok":
+false, "error": MESSAGE, "exit": STATUS}``. Like the metrics endpoint it cannot starve the
+daemon: a few connections at once, each bounded in size and time.
 """
 
 from __future__ import annotations
@@ -37,12 +40,10 @@ from mokkafs.errors import (
     UsageError,
     internal_error,
 )
-from mokkafs.faults.book import FaultBook
-from mokkafs.faults.schedule import remaining
+from mokkafs.layers.registry import LAYERS
 from mokkafs.profile.resolve import MAX_PROFILE_BYTES
-from mokkafs.serve import writes
 from mokkafs.serve.swap import Swapper
-from mokkafs.state import State
+from mokkafs.serve.tell import told
 
 log = logging.getLogger(__name__)
 
@@ -128,14 +129,6 @@ def _peer_uid(sock: trio.socket.SocketType) -> int:
     return int(struct.unpack("3i", creds)[1])
 
 
-def listing(swapper: Swapper) -> list[dict[str, Any]]:
-    """The node's faults as served, each with the seconds until it ends as of now (None:
-    until cleared)."""
-    now, specs = swapper.clock(), {f.name: f for f in swapper.state.faults}
-    return [{**f, "remaining": remaining(specs[str(f["name"])], now)
-             if f["name"] in specs else None} for f in swapper.status.faults]
-
-
 def _import_schema() -> None:
     """The profile's schema, pydantic with it, and what checks faults and MIG layouts: a
     daemon at rest never holds them, its first fault or MIG change imports them. Run in a
@@ -146,37 +139,20 @@ def _import_schema() -> None:
 
 async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
     op = request.get("op")
-    if op == "list":
-        return {"ok": True, "faults": listing(swapper), "writes": swapper.layers.writes.listing()}
-    if op in ("mig", "apply"):
-        await trio.to_thread.run_sync(_import_schema)
-    if op == "mig":  # mokkafs mig (mokkafs.serve.mig)
-        from mokkafs.serve.mig import handle as mig_handle
-        return await mig_handle(request, swapper)
-    if op in ("writes", "clear-writes"):  # mokkafs writes list|clear (docs/writes.md)
-        cleared = await writes.clear(swapper) if op == "clear-writes" else 0
-        return {"ok": True, "writes": swapper.layers.writes.listing(), "cleared": cleared}
-    if op == "apply":
-        from mokkafs.profile.load import parse_as  # imported by _import_schema
-        from mokkafs.profile.schema import FaultFile
-
-        filename = str(request.get("file", "the fault file"))
-        document, _ = parse_as(FaultFile, str(request.get("text", "")), filename)
-
-        def add(book: FaultBook, profile: State) -> None:
-            book.apply(document.faults, profile, filename)
-
-        await swapper.refault(add)
-    elif op == "clear":
-        names = [str(n) for n in request.get("names", [])]
-
-        def clear(book: FaultBook, profile: State) -> None:
-            book.clear(names, profile)
-
-        await swapper.refault(clear)
-    else:
+    if op == "list":  # mokkafs fault list
+        return {"ok": True, **{layer.name: layer.listing(swapper.layers[layer], swapper)
+                               for layer in LAYERS if layer.listed}}
+    layer = next((la for la in LAYERS if isinstance(op, str) and op in la.ops), None)
+    if layer is None or not isinstance(op, str):
         return {"ok": False, "error": f"unknown request {op!r}", "exit": EXIT_USAGE}
-    return {"ok": True, "faults": listing(swapper)}
+    if layer.ops[op].compiles:
+        await trio.to_thread.run_sync(_import_schema)
+    answer: dict[str, Any] = {"ok": True}
+    edit = layer.asked(op, request, answer)
+    if edit is not None:
+        await told(await swapper.change(layer, edit, layer.ops[op].reason))
+    answer[layer.name] = layer.listing(swapper.layers[layer], swapper)
+    return answer
 
 
 async def _serve_one(conn: trio.socket.SocketType, swapper: Swapper) -> None:

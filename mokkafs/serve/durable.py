@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from mokkafs.faults.schedule import remaining
+from mokkafs.layers.layer import StateFileError
+from mokkafs.layers.registry import Layers, Restored
 from mokkafs.obs.status import Status
 from mokkafs.serve.control import check_apart, check_private_dir
-from mokkafs.serve.layers import Layers
-from mokkafs.serve.restored import Restored, StateFileError
 from mokkafs.state import State
 
 log = logging.getLogger(__name__)

@@ -2,8 +2,8 @@
 one assignment, hand what changed to the teller (``mokkafs.serve.tell``: the kernel hears it in
 install order, from a worker thread, off the swap lock), and record the result.
 
-Three things change the view: a new State from the source (the profile), a change of the
-faults applied at run time (``mokkafs fault``, through ``faults.book.FaultBook``), and the
+Three things change the view: a new State from the source (the profile), a change of a
+run-time layer (``change``: a fault, a MIG layout, a write; ``mokkafs.layers``), and the
 clock reaching a fault's transition (``mokkafs.serve.faults.FaultScheduler``). All go through
 ``_install``, one at a time: ``state`` is the State with its faults (their origins set,
 counters carried, in the build's worker thread), and the view is ``at(state, when)``, the
@@ -32,14 +32,13 @@ from dataclasses import replace
 import trio
 
 from mokkafs.errors import MokkafsError, internal_error
-from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import at, carry
 from mokkafs.fuse.invalidate import Counts, Invalidator
 from mokkafs.fuse.view import TreeHolder
+from mokkafs.layers.layer import B, Edit, Layer
+from mokkafs.layers.registry import Layers
 from mokkafs.obs.metrics import Metrics
 from mokkafs.obs.status import Status
-from mokkafs.serve.layers import Layers
-from mokkafs.serve.mig_layer import MigLayer
 from mokkafs.serve.served import Installed, Prepared, served
 from mokkafs.serve.tell import Teller, told
 from mokkafs.source import Update
@@ -47,7 +46,6 @@ from mokkafs.state import State
 from mokkafs.tree.assemble import Build
 from mokkafs.tree.build import Tree
 from mokkafs.tree.diff import Invalidation, diff
-from mokkafs.writes.book import WriteBook
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +69,7 @@ class Swapper:
         self.holder = holder
         self.profile = profile  # as the source gave it
         self.state = profile if state is None else state  # and with the run-time faults
-        # What changed at run time (mokkafs.serve.layers): faults, MIG layouts, writes.
+        # What changed at run time (mokkafs.layers): MIG layouts, faults, writes.
         self.layers = Layers() if layers is None else layers
         self.build = build
         self.teller = Teller(invalidator, self._told)
@@ -142,42 +140,27 @@ class Swapper:
             log.error("keeping generation %d: %s", self.state.generation, update.error)
             return None
         async with self._lock:
-            layers = self.layers.copy()
-            layers.mig.prune(update.state)
-            installed = await self._change(layers, update.state, "profile", stamped=False)
+            installed = await self._change(self.layers.copy(), update.state, "profile",
+                                           stamped=False)
         return await told(installed)
 
-    async def refault(self, change: Callable[[FaultBook, State], None]) -> Installed | None:
-        """Change the faults applied at run time (``change`` edits the book, checking against
-        the profile's State; it raises ``FaultError`` to refuse, and then nothing changes)."""
+    async def change(self, layer: Layer[B], edit: Edit[B], reason: str | None = None,
+                     ) -> Installed | None:
+        """Change one run-time layer: ``edit`` edits a copy of its book, checked against the
+        profile's State, or the State served for a layer edited through the mount (it raises
+        to refuse, and returns False when nothing changes: then only what it counted is kept).
+        The new view is installed before this returns, and the kernel told, but for a layer
+        edited through the mount: a write's answer must not wait for it (``Installed.told``).
+        None: nothing to install, or the view could not be built (reported; the old one
+        serves). ``reason`` (default: the layer's name) is the log's."""
         async with self._lock:
             layers = self.layers.copy()
-            change(layers.book, self.profile)
-            installed = await self._change(layers, self.profile, "faults")
-        return await told(installed)
-
-    async def remig(self, change: Callable[[MigLayer, State], None]) -> Installed | None:
-        """Change the MIG layouts set at run time (``change`` edits the layer, checking
-        against the profile's State; it raises to refuse, and then nothing changes)."""
-        async with self._lock:
-            layers = self.layers.copy()
-            change(layers.mig, self.profile)
-            installed = await self._change(layers, self.profile, "mig")
-        return await told(installed)
-
-    async def rewrite(self, change: Callable[[WriteBook, State], bool], reason: str = "write",
-                      ) -> Installed | None:
-        """Change the writes (``change`` edits a copy of the book, checking against the State
-        served; it raises to refuse, and returns False when nothing changes): the new view is
-        installed before this returns; the kernel is told after (``Installed.told``), as a
-        write's answer must not wait for it. None: nothing to install, or the view could not
-        be built (reported; the old one serves)."""
-        async with self._lock:
-            layers = self.layers.copy()
-            if not change(layers.writes, self.state):
-                self.layers.writes = layers.writes  # (its counts)
+            if edit(layers[layer], self.state if layer.through_mount else self.profile) \
+                    is False:
+                self.layers[layer] = layers[layer]  # (its counts)
                 return None
-            return await self._change(layers, self.profile, reason)
+            installed = await self._change(layers, self.profile, reason or layer.name)
+        return installed if layer.through_mount else await told(installed)
 
     async def _change(self, layers: Layers, profile: State, reason: str, *,
                       stamped: bool = True) -> Installed | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from mokkafs.layers.writes import WRITES
 from mokkafs.serve.swap import Swapper
 from mokkafs.serve.tell import told
 from mokkafs.state import State
@@ -52,7 +53,7 @@ class Writer:
             return changed
 
         try:
-            applied = await self.swapper.rewrite(change)
+            applied = await self.swapper.change(WRITES, change, reason="write")
         except WriteRefused as exc:
             self.swapper.layers.writes.refuse(exc.errno)
             log.info("write %s/%s=%r refused (%s): %s", bdf, attribute, text.strip()[:32],
@@ -84,7 +85,7 @@ async def clear(swapper: Swapper) -> int:
         count = book.clear()
         return count > 0
 
-    await told(await swapper.rewrite(change, "writes cleared"))  # answers no request
+    await told(await swapper.change(WRITES, change, reason="writes cleared"))  # answers no request
     if count:
         log.info("writes cleared: %d", count)
     return count

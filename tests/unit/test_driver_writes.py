@@ -8,8 +8,9 @@ import errno
 
 import pytest
 
-from mokkafs.serve.layers import Layers
-from mokkafs.serve.record import KeptWrite, record, restore
+from mokkafs.layers.kept import KeptWrite
+from mokkafs.layers.registry import Layers
+from mokkafs.serve.record import record, restore
 from mokkafs.state import State
 from mokkafs.surfaces.dev import char_devices
 from mokkafs.writes.stores import writable
@@ -195,7 +196,7 @@ def test_a_gpu_rebound_to_vfio_pci(vfio_state: State) -> None:
 def test_bindings_and_removals_survive_a_restart(h100: State) -> None:
     book, served = written(h100, (GPU, "driver_override", "vfio-pci"), ("nvidia", "unbind", GPU),
                            (H100_NIC0, "remove", "1"))
-    layers = Layers(writes=book)
+    layers = Layers(book)
     again = restore(record(layers, served, "boot-1", 10.0, 1e9), "boot-1", 20.0, 1e9)
     assert again.layers.writes.listing() == book.listing()
     assert again.layers.over(h100) == served

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from mokkafs.layers.registry import Layers
 from mokkafs.serve.durable import StateFile, write_atomically
-from mokkafs.serve.layers import Layers
 from mokkafs.serve.record import record, restore
 from mokkafs.state import State
 from mokkafs.writes.attributes import WriteRefused
@@ -132,7 +132,7 @@ def test_a_function_back_from_rescan_is_probed_against_the_ids(vfio: State,
 def test_dynids_survive_a_restart_and_end_with_a_reboot(vfio: State) -> None:
     book, served = written(vfio, ("vfio-pci", "new_id", "15b3 101e"),
                            ("vfio-pci", "new_id", "10de 2330 ffffffff ffffffff 30000 ff0000"))
-    text = record(Layers(writes=book), served, "boot-1", 10.0, 1e9)
+    text = record(Layers(book), served, "boot-1", 10.0, 1e9)
     again = restore(text, "boot-1", 20.0, 1e9).layers.writes
     assert again.dynids == book.dynids and again.listing() == book.listing()
     rebooted = restore(text, "boot-2", 20.0, 1e9)
@@ -167,7 +167,7 @@ def test_a_state_file_with_more_ids_than_a_driver_keeps_is_refused(
     expected_logs.append("state file .* refused")
     book = WriteBook(dynids={"vfio-pci": tuple(DynId(0x1000, d) for d in range(MAX_DYNIDS)),
                              "nvidia": (DynId(0x10DE, 1),)})
-    text = record(Layers(writes=book), book.merge(vfio), "boot-1", 10.0, 1e9)
+    text = record(Layers(book), book.merge(vfio), "boot-1", 10.0, 1e9)
     assert len(restore(text, "boot-1", 20.0, 1e9).layers.writes.dynids["vfio-pci"]) \
         == MAX_DYNIDS
     data = json.loads(text)

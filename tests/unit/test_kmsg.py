@@ -21,9 +21,9 @@ from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied, carry
 from mokkafs.fuse.stream import END, MAX_READERS, Streams
 from mokkafs.fuse.view import TreeHolder
+from mokkafs.layers.registry import Layers
 from mokkafs.profile.schema import Fault
 from mokkafs.profile.xid import MAX_XID_RECORDS
-from mokkafs.serve.layers import Layers
 from mokkafs.serve.record import record, restore, restored_state
 from mokkafs.state import State
 from mokkafs.surfaces import kmsg
@@ -277,7 +277,7 @@ def test_an_xid_fault_applied_at_run_time_outlives_the_daemon(tmp_path: Path) ->
     book.apply([fault], profile, "faults.yaml")
     state = applied(book.merge(profile), 50.0)
     back = restore(record(Layers(book), state, "boot", 60.0, 1e9), "boot", 70.0, 1e9 + 10)
-    assert back.book.control["gsp"] == fault and back.origins["gsp"] == 50.0
+    assert back.layers.faults.control["gsp"] == fault and back.origins["gsp"] == 50.0
     log = log_of(restored_state(profile, back, 70.0))
     assert parsed(log.record(log.count(70.0) - 1))[3].endswith("119, pid='<unknown>', "
                                                                 "name=<unknown>, Timeout after 6s")

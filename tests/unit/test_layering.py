@@ -12,8 +12,11 @@ A module may import its own package and anything of a lower rank, never a higher
                                         sysfs)
     3  source, fuse, obs                where States come from; the FUSE edge; health/metrics
     4  delivery                         consumers of the tree: CDI, re-attaching, preload, render
-    5  serve                            the process: daemon skeleton, applying updates
-    6  cli, entry, __main__, testing    the command; starting daemons for tests and bench/
+    5  layers                           the run-time layers over the profile's State (MIG
+                                        layouts, faults, writes) in their one order, and what
+                                        the control socket and the state file do with each
+    6  serve                            the process: daemon skeleton, applying updates
+    7  cli, entry, __main__, testing    the command; starting daemons for tests and bench/
 
 Every package and top-level module has a rank, and every rank names one that exists. The
 pipeline's pure parts (state, counters, tree, surfaces, faults, the profile compiler) do no
@@ -52,9 +55,11 @@ RANKS = {"errors": 0, "state": 0, "model": 0, "clock": 0, "bin": 0, "lib": 0, "_
          "surfaces": 2, "faults": 2, "host": 2, "writes": 2,
          "source": 3, "compile_process": 3, "fuse": 3, "obs": 3,
          "delivery": 4, "capture": 4,
-         "serve": 5,
-         "cli": 6, "entry": 6, "__main__": 6, "testing": 6}
-PURE = ("state", "model", "counters", "tree", "surfaces", "faults", "writes", "profile/schema",
+         "layers": 5,
+         "serve": 6,
+         "cli": 7, "entry": 7, "__main__": 7, "testing": 7}
+PURE = ("state", "model", "counters", "tree", "surfaces", "faults", "writes", "layers",
+        "profile/schema",
         "profile/values", "profile/load", "profile/compile", "profile/faults",
         "profile/sections")
 IMPURE = {"trio", "pyfuse3", "os", "socket", "subprocess", "threading", "ctypes", "time",
@@ -66,12 +71,12 @@ STATELESS_BELOW = RANKS["serve"]  # the ranks that keep no module-global state
 # compile_process: the child that compiles it; serve/pipeline: the one place the pipeline is
 # assembled, for the daemon's first compile and the commands that need no mount; capture/: a
 # profile written and checked), and those that check what the control socket and the state
-# file bring at run time (faults/book, serve/control, serve/mig, serve/record). Those the
-# daemon holds at start import its schema only at first use, in a worker thread
-# (test_the_daemon_starts_without_the_schema).
+# file bring at run time (faults/book, serve/control, and the layers': layers/faults,
+# layers/mig_change, layers/kept). Those the daemon holds at start import its schema only at
+# first use, in a worker thread (test_the_daemon_starts_without_the_schema).
 COMPILE = "profile"
 COMPILE_CALLERS = ("source", "compile_process", "serve.pipeline", "capture", "faults.book",
-                   "serve.control", "serve.mig", "serve.record")
+                   "serve.control", "layers.faults", "layers.mig_change", "layers.kept")
 # What the daemon imports to start: the command line (its parser loads every command's
 # module), and what ``mokkafs mount`` imports to serve.
 START = ("entry", "cli", "cli.commands", "serve.daemon", "serve.wiring")
@@ -86,14 +91,19 @@ NEVER_REACHES = {
     ("surfaces", "profile"), ("writes", "profile"),
     # The run-time layers are State arithmetic; surfaces serve what they make, not the reverse.
     ("faults", "surfaces"), ("writes", "surfaces"),
+    # So is what the daemon does with them: no view, no tree, no FUSE.
+    ("layers", "surfaces"), ("layers", "tree"), ("layers", "fuse"),
 }
 # (a, b): no module of ``a`` imports ``b`` itself; it goes through serve/ (or delivery/).
 # The command line parses and calls serve/ or delivery/ (capture/ for ``capture``), nothing
 # ranked below them but errors (the exit statuses it maps) and the package's version and data;
-# the pipeline's parts it reaches through serve/pipeline.py.
+# the pipeline's parts it reaches through serve/pipeline.py. serve/ reaches the fault book, the
+# MIG book and the state file's sections only through the layers' registry (layers/registry:
+# ``LAYERS``, ``Layers``).
 CLI_MAY_IMPORT = ("errors", "__init__", "bin", "lib")
 NEVER_IMPORTS = {("cli", part) for part, rank in RANKS.items()
-                 if rank < RANKS["delivery"] and part not in CLI_MAY_IMPORT}
+                 if rank < RANKS["delivery"] and part not in CLI_MAY_IMPORT} | {
+                     ("serve", "faults.book"), ("serve", "layers.mig"), ("serve", "layers.kept")}
 
 WRITE_STORE = "issue 38 item 3: fuse/ forwards (key, bytes) to the write store it is given"
 DEBTS = {

@@ -13,6 +13,9 @@ import pytest
 
 from mokkafs.faults.book import FaultBook
 from mokkafs.faults.effects import applied
+from mokkafs.layers.layer import StateFileError
+from mokkafs.layers.mig import MigBook
+from mokkafs.layers.registry import Layers
 from mokkafs.model.mig import ComputeInstance, GpuInstance
 from mokkafs.obs.status import Status
 from mokkafs.profile.schema import Fault
@@ -23,10 +26,7 @@ from mokkafs.serve.durable import (
     file_name,
     restore_at_start,
 )
-from mokkafs.serve.layers import Layers
-from mokkafs.serve.mig_layer import MigLayer
 from mokkafs.serve.record import record, restore, restored_state
-from mokkafs.serve.restored import StateFileError
 from mokkafs.state import State
 from mokkafs.tree.build import TreeError
 from mokkafs.writes.book import Write, WriteBook
@@ -54,8 +54,8 @@ def test_a_restore_in_the_same_boot_keeps_each_origin_and_what_was_cleared(
     text = record(Layers(book), state, "boot-1", clock=300.0, wall=1e9)
     back = restore(text, "boot-1", clock=500.0, wall=1e9 + 9999)  # the wall clock is not asked
     assert not back.rebooted and back.origins == {"down": 100.0}
-    assert back.book.control == book.control and back.book.held == book.held
-    assert back.book.restored == {"down"}
+    assert back.layers.faults.control == book.control and back.layers.faults.held == book.held
+    assert back.layers.faults.restored == {"down"}
     now = restored_state(applied(profile, 500.0), back, 500.0)
     assert [(f.name, f.origin, f.restored) for f in now.faults] == [("down", 100.0, True)]
 
@@ -71,7 +71,7 @@ def test_after_a_reboot_the_time_down_counts_by_the_wall_clock(tmp_path: Path) -
 
 def test_a_fault_applied_again_or_cleared_is_no_longer_restored(tmp_path: Path) -> None:
     profile, book, state = node(tmp_path)
-    back = restore(record(Layers(book), state, "b", 300.0, 0.0), "b", 300.0, 0.0).book
+    back = restore(record(Layers(book), state, "b", 300.0, 0.0), "b", 300.0, 0.0).layers.faults
     back.apply([DOWN], profile, "f.yaml")
     assert back.restored == set() and back.applies == {"down": 2}
 
@@ -160,7 +160,7 @@ def _layers_with_mig_and_writes(book: FaultBook) -> tuple[Layers, State]:
     layout = (GpuInstance(1, "7g.80gb", 0, 0, 8, 7, (ComputeInstance(0, "7g.80gb", 7),)),)
     pf = next(fn for fn in profile.functions if fn.sriov is not None)
     writes = WriteBook({(pf.bdf, "sriov_numvfs"): Write(pf.bdf, "sriov_numvfs", "4", 1e9)})
-    return Layers(book, MigLayer({gpu.minor: (gpu.instances, layout)}), writes), profile
+    return Layers(book, MigBook({gpu.minor: (gpu.instances, layout)}), writes), profile
 
 
 def test_mig_layouts_and_writes_survive_a_restart_and_end_at_a_reboot(tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ def _kept_layout(edit: Callable[[list[dict[str, object]]], None]) -> tuple[str, 
     layout = (GpuInstance(1, "3g.40gb", 9, 0, 4, 3, (ComputeInstance(0, "3g.40gb", 3),)),
               GpuInstance(2, "3g.40gb", 9, 4, 4, 3, (ComputeInstance(0, "1c.3g.40gb", 1),
                                                      ComputeInstance(1, "2c.3g.40gb", 2))))
-    layers = Layers(FaultBook(), MigLayer({gpu.minor: (gpu.instances, layout)}))
+    layers = Layers(FaultBook(), MigBook({gpu.minor: (gpu.instances, layout)}))
     data = json.loads(record(layers, profile, "boot-1", 10.0, 1e9))
     edit(data["mig"][0]["layout"])
     return json.dumps(data), profile

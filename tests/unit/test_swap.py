@@ -15,6 +15,7 @@ import mokkafs.tree.build as build_module
 from mokkafs import counters
 from mokkafs.faults.effects import carry
 from mokkafs.fuse.invalidate import Invalidator
+from mokkafs.layers.faults import FAULTS
 from mokkafs.profile.schema import Fault
 from mokkafs.serve import swap
 from mokkafs.source import Update
@@ -207,8 +208,8 @@ def test_a_run_time_change_gives_what_it_alters_the_time_of_the_change() -> None
     down = Fault.model_validate({"name": "down", "kind": "ib-port-down", "target": "mlx5_0/1"})
 
     async def main() -> None:
-        assert await swapper.refault(lambda book, profile: book.apply([down], profile,
-                                                                      "f.yaml")) is not None
+        assert await swapper.change(FAULTS, lambda book, profile: book.apply(
+            [down], profile, "f.yaml")) is not None
 
     trio.run(main)
     served = swapper.holder.tree

@@ -1,32 +1,31 @@
 """MIG layouts changed at run time, the way ``nvidia-smi mig -cgi/-dgi/-cci/-dci`` changes a
-real node's: the control socket's ``{"op": "mig", ...}`` requests (``handle``), each making a
-new entry of the layer over the profile's State (``mokkafs.serve.mig_layer.MigLayer``).
+real node's: what the control socket's ``{"op": "mig", ...}`` requests make of a GPU's layout
+(``change``), each a new entry of the MIG book (``mokkafs.layers.mig``).
 
 Each change makes a whole new layout of one GPU, checked like a profile's (placements, slices,
 IDs: ``mokkafs.profile.mig``), and is served as one new State: no view holds a compute
 instance whose GPU instance is gone. ``recheck`` checks a layout a state file kept the same way.
 
-Part of the compile's run-time side: the control socket imports this module at the first MIG
-request, the state file's document (``mokkafs.serve.record``) at the file's first read or
-write, and the layout checker (and with it pydantic) is imported at the first change: a daemon
-at rest never loads them.
+Part of the compile's run-time side: the MIG layer imports this module at the first MIG
+request or the first check of a state file's layouts, and the layout checker (and with it
+pydantic) at the first change: a daemon at rest never loads them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from mokkafs.errors import UsageError
+from mokkafs.layers.layer import StateFileError
 from mokkafs.model.mig import GpuInstance, MigGpu
 from mokkafs.model.mig_tables import CI_SLICES, SHAPES, TABLES
 from mokkafs.profile.problems import Problems, YamlPath
-from mokkafs.serve.mig_layer import MigLayer
 from mokkafs.state import State
 
 if TYPE_CHECKING:
     from mokkafs.profile.mig import Layout
-    from mokkafs.serve.swap import Swapper
 
 ACTIONS = ("list", "cgi", "dgi", "cci", "dci")
 
@@ -61,7 +60,20 @@ def recheck(profile: State, minor: int, instances: tuple[GpuInstance, ...], wher
         problems.add(where, "its profile IDs, sizes or slices are not those of its profiles")
 
 
-def _gpu(profile: State, served: State, index: int) -> tuple[MigGpu, int]:
+def recheck_kept(profile: State, layouts: Mapping[int, tuple[GpuInstance, ...]],
+                 at: Mapping[int, int]) -> None:
+    """Raise ``StateFileError`` naming why a layout a state file kept (by GPU minor, each at
+    its position ``at`` in the file) is none ``mokkafs mig`` could have made."""
+    problems = Problems("the state file", {})
+    for minor, layout in layouts.items():
+        recheck(profile, minor, layout, ("mig", at[minor], "layout"), problems)
+    if problems.items:
+        raise StateFileError("a MIG layout `mokkafs mig` could not have made: " + "; ".join(
+            f"{p.path}: {p.message}" for p in problems.items[:3]) + "; remove the file (the "
+            "profile's layouts serve) and make the layout again with mokkafs mig")
+
+
+def gpu_of(profile: State, served: State, index: int) -> tuple[MigGpu, int]:
     """The MIG GPU of nvidia-smi index ``index`` as served, and its PCI device id."""
     for fn in profile.gpus():
         if fn.gpu is not None and fn.gpu.index == index:
@@ -107,7 +119,7 @@ def _destroyed(made: list[GpuInstance], gpu: int, action: str, gis: list[int],
         raise UsageError("No compute instances found: Not Found")
 
 
-def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstance, ...]:
+def change(gpu: MigGpu, device: int, request: Mapping[str, Any]) -> tuple[GpuInstance, ...]:
     """The GPU's new layout after ``request`` (cgi, dgi, cci or dci); raises ProfileError
     naming what cannot be done."""
     from mokkafs.profile.mig import Layout
@@ -155,26 +167,9 @@ def change(gpu: MigGpu, device: int, request: dict[str, Any]) -> tuple[GpuInstan
     return tuple(sorted(layout.made, key=lambda g: g.id))
 
 
-def listing(profile: State, served: State) -> list[dict[str, Any]]:
-    index = {fn.bdf: fn.gpu.index for fn in profile.gpus() if fn.gpu is not None}
-    return [{"gpu": index.get(g.bdf), "minor": g.minor, "instances": [
-        {"id": gi.id, "profile": gi.profile, "profile_id": gi.profile_id, "start": gi.start,
-         "size": gi.size, "compute": [{"id": c.id, "profile": c.profile} for c in gi.compute]}
-        for gi in g.instances]} for g in served.mig]
-
-
-async def handle(request: dict[str, Any], swapper: Swapper) -> dict[str, Any]:
-    """A control request ``{"op": "mig", "action": ..., "gpu": N, ...}``."""
+def action_of(request: Mapping[str, Any]) -> str:
+    """The request's action; raises ``UsageError`` for one ``nvidia-smi mig`` has not."""
     action = request.get("action")
     if action not in ACTIONS:
         raise UsageError(f"mig: unknown action {action!r}; expected one of {', '.join(ACTIONS)}")
-    if action != "list":
-        index = int(request.get("gpu", -1))
-
-        def edit(layer: MigLayer, profile: State) -> None:
-            gpu, device = _gpu(profile, layer.over(profile), index)
-            base = next(g.instances for g in profile.mig if g.minor == gpu.minor)
-            layer.layouts[gpu.minor] = (base, change(gpu, device, request))
-
-        await swapper.remig(edit)
-    return {"ok": True, "mig": listing(swapper.profile, swapper.state)}
+    return str(action)
