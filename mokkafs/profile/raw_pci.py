@@ -1,6 +1,7 @@
 """The ``pci_functions`` a capture kept (``mokkafs.profile.sections.raw_functions``) -> PCI
-functions whose attributes the view serves verbatim, at their place below their root complex
-and the bridges (kept or made) above them."""
+functions whose attributes the view serves verbatim (``mokkafs.surfaces.pci_kept``), at their
+place below their root complex and the bridges (kept or made) above them. Their
+``driver_override`` is the State's, so writes change it: it starts as the captured one."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ def _cpus(text: str | None) -> tuple[int, ...]:
         if lo.isdigit() and (hi.isdigit() or not hi):
             cpus.update(range(int(lo), int(hi or lo) + 1))
     return tuple(sorted(cpus))
+
+
+def _override(text: str | None) -> str | None:
+    """The ``driver_override`` the captured text shows (None: unset), as the State keeps it:
+    one latin-1 character a byte, up to the first newline, as the kernel stores it."""
+    value = (text or "").encode().decode("latin-1").partition("\n")[0]
+    return None if value in ("", "(null)") else value
 
 
 def functions(kept: list[RawFunction], made: tuple[PciFunction, ...],
@@ -88,6 +96,7 @@ def functions(kept: list[RawFunction], made: tuple[PciFunction, ...],
             numa_node=_int(a.get("numa_node"), -1, 10),
             cpus=_cpus(a.get("local_cpulist")) or all_cpus, link=NO_LINK, bars=(),
             bridge=bridge, iommu_group=raw.iommu_group, vpd=bytes.fromhex(raw.vpd),
+            driver_override=_override(a.get("driver_override")),
             raw=tuple(sorted((k, v.encode()) for k, v in a.items())),
             config=raw.config_bytes()))
     problems.check()

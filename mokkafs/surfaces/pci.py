@@ -98,11 +98,14 @@ class FunctionCache:
 
 
 def function(fn: PciFunction, state: State) -> Iterator[Node]:
-    """The nodes of one function's directory: of the function and ``FUNCTION_INPUTS``."""
-    if fn.raw is not None:  # kept as a capture found it
-        rebound = fn.native_driver is not None and fn.kind != "other"
-        yield from pci_kept.function(fn, state, uevent(fn).encode() if rebound else None)
-        return
+    """The nodes of one function's directory: of the function and ``FUNCTION_INPUTS``. A
+    function a capture kept is the made one with the captured bytes laid over it."""
+    nodes = made(fn, state)
+    return nodes if fn.raw is None else pci_kept.laid_over(fn, nodes)
+
+
+def made(fn: PciFunction, state: State) -> Iterator[Node]:
+    """The function as mokkafs makes it from the State's fields."""
     d = fn.path
     yield Dir(d)
     yield text(f"{d}/vendor", f"0x{fn.vendor:04x}")
@@ -123,7 +126,7 @@ def function(fn: PciFunction, state: State) -> Iterator[Node]:
     yield File(f"{d}/uevent", uevent(fn).encode(), 0o644)
     yield text(f"{d}/enable", 1, 0o644)
     yield from pci_link.attributes(d, fn)
-    yield pci_kept.driver_override(d, fn)
+    yield driver_override(d, fn)
     yield text(f"{d}/msi_bus", 1, 0o644)
     yield text(f"{d}/dma_mask_bits", 64)
     yield text(f"{d}/consistent_dma_mask_bits", 64)
@@ -141,6 +144,13 @@ def function(fn: PciFunction, state: State) -> Iterator[Node]:
     if fn.driver:  # (a VF made while autoprobe was off has none)
         yield relative_link(f"{d}/driver", f"{BUS_PCI_DRIVERS}/{fn.driver}")
     yield relative_link(f"{d}/subsystem", BUS_PCI)
+
+
+def driver_override(d: str, fn: PciFunction) -> File:
+    """The override as written: bytes, kept as latin-1 text (one character a byte), so
+    ``printf '\\377'`` reads back as the one byte it wrote."""
+    return File(f"{d}/driver_override", f"{fn.driver_override or '(null)'}\n".encode("latin-1"),
+                0o644)
 
 
 def _root(root: RootComplex) -> Iterator[Node]:

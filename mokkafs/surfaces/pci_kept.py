@@ -1,59 +1,75 @@
-"""A PCI function a capture kept (``mokkafs.profile.raw_pci``): its attributes and config
-space as they were on the captured node, with the modes the kernel gives them
-(drivers/pci/pci-sysfs.c), and the links every function has."""
+"""A PCI function a capture kept (``mokkafs.profile.raw_pci``, ``raw_override``): the made
+function (``mokkafs.surfaces.pci``) with the captured bytes laid over it.
+
+- A captured attribute takes the place of the made one of its name: its bytes, the made
+  node's mode. A captured attribute the made function lacks is added, with the kernel's mode
+  (drivers/pci/pci-sysfs.c).
+- A made attribute the capture lacks is not served: the captured node had none. What a
+  capture cannot read stays: ``config``, ``vpd``, the write-only ``remove`` and ``rescan``,
+  and ``reset`` on a function the sections make (a kept one's is not known).
+- What writes and faults change is the State's, as on a made function: ``driver_override``;
+  ``uevent`` once a write rebound the function; on a function the sections make, its link
+  attributes and those registers of its config space (``pci_link.patched``).
+- A function that fell off the bus (a fault) reads all ones for its captured config space.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
-from mokkafs.model.sysfs import BUS_PCI, BUS_PCI_DRIVERS, REMOVE, RESCAN, RESET
-from mokkafs.state import PciFunction, State
-from mokkafs.surfaces import pci_link, power
-from mokkafs.tree.nodes import Dir, File, Node, relative_link, write_only
+from mokkafs.model.sysfs import RESET
+from mokkafs.state import PciFunction
+from mokkafs.surfaces import pci_link
+from mokkafs.tree.nodes import File, Node
 
-# The kernel's writable attributes (others are 0444)
-MODES = {"numa_node": 0o644, "enable": 0o644, "driver_override": 0o644, "msi_bus": 0o644,
-         "broken_parity_status": 0o644, "d3cold_allowed": 0o644, "uevent": 0o644,
-         "reset_method": 0o644, "sriov_numvfs": 0o664, "sriov_drivers_autoprobe": 0o644}
+# The kernel's modes of writable attributes the made function lacks (others are 0444)
+MODES = {"reset_method": 0o644, "sriov_numvfs": 0o664, "sriov_drivers_autoprobe": 0o644}
+UNCAPTURED = ("config", "vpd")  # binary: a capture keeps them apart from the attributes
 
 
-def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Iterator[Node]:
-    """``rebound``: a made function's own ``uevent``, once a write changed its driver."""
+def _live(fn: PciFunction) -> frozenset[str]:
+    """The attributes whose content is the State's even where the capture kept them."""
+    names = {"driver_override"}
+    if fn.native_driver is not None:  # a write rebound it: the driver the State binds
+        names.add("uevent")
+    if fn.kind != "other":  # the sections' link, which faults change
+        names.update(pci_link.NAMES)
+    return frozenset(names)
+
+
+def _config(fn: PciFunction) -> bytes:
+    config = pci_link.patched(fn.config, fn) if fn.kind != "other" else fn.config
+    return b"\xff" * len(config) if fn.lost else config
+
+
+def _stays(fn: PciFunction, node: File) -> bool:
+    """Whether a made file the capture lacks stays: one a capture cannot read."""
+    if node.name == RESET:
+        return fn.kind != "other"
+    return bool(node.error) or node.name in UNCAPTURED
+
+
+def _holding(node: File, data: bytes) -> File:
+    """The made node, every field as made (its mode, what its writes reach), with ``data``."""
+    return replace(node, path=node.path, content=data)
+
+
+def laid_over(fn: PciFunction, made: Iterable[Node]) -> Iterator[Node]:
+    """``made`` (the made function's nodes) with ``fn.raw`` laid over them."""
     d = fn.path
-    yield Dir(d)
-    # A made function whose attributes a capture kept (mokkafs.profile.raw_override): what
-    # writes (mokkafs.writes.drivers) and faults change is the State's: its override, its
-    # link, and those registers of its config space.
-    names = {name for name, _ in fn.raw or ()}
-    made = fn.kind != "other"
-    own = {"driver_override", *pci_link.NAMES} & names if made else set()
-    if rebound is not None and "uevent" in names:
-        own.add("uevent")
-        yield File(f"{d}/uevent", rebound, 0o644)
-    for name, data in fn.raw or ():
-        if name not in own:
-            yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
-    if "driver_override" in own:
-        yield driver_override(d, fn)
-    if own & set(pci_link.NAMES):
-        yield from pci_link.attributes(d, fn)
-    config = pci_link.patched(fn.config, fn) if made else fn.config
-    # fallen off the bus (a fault): every config read completes with all ones
-    yield File(f"{d}/config", b"\xff" * len(config) if fn.lost else config, 0o644)
-    if fn.vpd:
-        yield File(f"{d}/vpd", fn.vpd, 0o600)
-    yield write_only(f"{d}/{REMOVE}", 0o220)
-    yield write_only(f"{d}/{RESCAN}")
-    if made:  # as the made function has it; a capture cannot read it (write-only)
-        yield write_only(f"{d}/{RESET}")
-    yield from power.of_pci_function(d, state)
-    if fn.driver:
-        yield relative_link(f"{d}/driver", f"{BUS_PCI_DRIVERS}/{fn.driver}")
-    yield relative_link(f"{d}/subsystem", BUS_PCI)
-
-
-def driver_override(d: str, fn: PciFunction) -> File:
-    """The override as written: bytes, kept as latin-1 text (one character a byte), so
-    ``printf '\\377'`` reads back as the one byte it wrote."""
-    return File(f"{d}/driver_override", f"{fn.driver_override or '(null)'}\n".encode("latin-1"),
-                0o644)
+    captured = dict(fn.raw or ())
+    own = _live(fn)
+    for node in made:
+        if not isinstance(node, File) or node.directory != d:
+            yield node  # its links and its power/ directory
+            continue
+        data = captured.pop(node.name, None)  # (a profile gives none of the names below)
+        if node.name == "config":
+            yield _holding(node, _config(fn))
+        elif data is not None and not node.error:
+            yield node if node.name in own else _holding(node, data)
+        elif _stays(fn, node):
+            yield node
+    for name, data in captured.items():  # what the made function lacks
+        yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
