@@ -1,11 +1,11 @@
 """The ``pci_functions`` entries with ``overrides: true`` (``mokkafs.profile.sections.
 raw_functions``) -> the functions the other sections make, with the captured attributes'
 text and config space in place of the made ones (``raw``, ``config``, ``vpd``) and the
-captured IRQ and IOMMU group. The function keeps its kind, identity, place and NUMA node:
-it stays a GPU, an HCA or a bridge, so every driver surface still serves it. An entry
-without ``vpd`` (a capture that could not read it, or dropped it) keeps the made VPD.
-Attributes another surface serves in the same directory (a PF's ``sriov_*``) are left to
-that surface."""
+captured IRQ, IOMMU group and ``driver_override`` (the State's, as a kept function's: writes
+change it from there). The function keeps its kind, identity, place and NUMA node: it stays
+a GPU, an HCA or a bridge, so every driver surface still serves it. An entry without ``vpd``
+(a capture that could not read it, or dropped it) keeps the made VPD. Attributes another
+surface serves in the same directory (a PF's ``sriov_*``) are left to that surface."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from mokkafs.model.pci import LINK_GENERATIONS
 from mokkafs.profile.problems import Problems
+from mokkafs.profile.raw_pci import captured_override
 from mokkafs.profile.sections.raw_functions import RawFunction
 from mokkafs.state import PcieLink, PciFunction
 
@@ -47,6 +48,8 @@ def _overridden(fn: PciFunction, raw: RawFunction) -> PciFunction:
                    link=_link(attrs, fn.link),
                    config=raw.config_bytes(), vpd=bytes.fromhex(raw.vpd) or fn.vpd,
                    irq=_irq(attrs.get("irq"), fn.irq),
+                   driver_override=captured_override(attrs["driver_override"])
+                   if "driver_override" in attrs else fn.driver_override,
                    iommu_group=fn.iommu_group if raw.iommu_group is None else raw.iommu_group)
 
 

@@ -28,7 +28,7 @@ def _cpus(text: str | None) -> tuple[int, ...]:
     return tuple(sorted(cpus))
 
 
-def _override(text: str | None) -> str | None:
+def captured_override(text: str | None) -> str | None:
     """The ``driver_override`` the captured text shows (None: unset), as the State keeps it:
     one latin-1 character a byte, up to the first newline, as the kernel stores it."""
     value = (text or "").encode().decode("latin-1").partition("\n")[0]
@@ -96,7 +96,7 @@ def functions(kept: list[RawFunction], made: tuple[PciFunction, ...],
             numa_node=_int(a.get("numa_node"), -1, 10),
             cpus=_cpus(a.get("local_cpulist")) or all_cpus, link=NO_LINK, bars=(),
             bridge=bridge, iommu_group=raw.iommu_group, vpd=bytes.fromhex(raw.vpd),
-            driver_override=_override(a.get("driver_override")),
+            driver_override=captured_override(a.get("driver_override")),
             raw=tuple(sorted((k, v.encode()) for k, v in a.items())),
             config=raw.config_bytes()))
     problems.check()

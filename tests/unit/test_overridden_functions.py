@@ -44,7 +44,8 @@ def test_an_override_serves_the_captured_attributes_of_a_gpu_that_stays_a_gpu() 
     tree = tree_of(state)
     assert _content(tree, f"{gpu.path}/irq") == b"211\n"
     assert _content(tree, f"{gpu.path}/config") == bytes.fromhex("de10") + bytes(62)
-    assert _content(tree, f"{gpu.path}/driver_override") == b"(null)\n"  # the State's
+    assert gpu.driver_override == "x"  # the captured one, as the State keeps it
+    assert _content(tree, f"{gpu.path}/driver_override") == b"x\n"
     assert tree.resolve(f"{gpu.path}/resource") is None  # not captured: not served
     info = _content(tree, f"proc/driver/nvidia/gpus/{H100_GPU0}/information").decode()
     assert "IRQ:   \t\t 211\n" in info
