@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mokkafs.model.sysfs import BUS_PCI, BUS_PCI_DRIVERS, REMOVE, RESCAN, RESET
+from mokkafs.model.sysfs import (
+    BUS_PCI,
+    BUS_PCI_DRIVERS,
+    FUNCTION_STORES,
+    REMOVE,
+    RESCAN,
+    RESET,
+    StoreKey,
+)
 from mokkafs.state import PciFunction, State
 from mokkafs.surfaces import pci_link, power
 from mokkafs.tree.nodes import Dir, File, Node, relative_link, write_only
@@ -30,9 +38,10 @@ def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Ite
     if rebound is not None and "uevent" in names:
         own.add("uevent")
         yield File(f"{d}/uevent", rebound, 0o644)
-    for name, data in fn.raw or ():
+    for name, data in fn.raw or ():  # (the writable ones, as captured: writes still reach them)
         if name not in own:
-            yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
+            yield File(f"{d}/{name}", data, MODES.get(name, 0o444),
+                       store=StoreKey(fn.bdf, name) if name in FUNCTION_STORES else None)
     if "driver_override" in own:
         yield driver_override(d, fn)
     if own & set(pci_link.NAMES):
@@ -42,8 +51,8 @@ def function(fn: PciFunction, state: State, rebound: bytes | None = None) -> Ite
     yield File(f"{d}/config", b"\xff" * len(config) if fn.lost else config, 0o644)
     if fn.vpd:
         yield File(f"{d}/vpd", fn.vpd, 0o600)
-    yield write_only(f"{d}/{REMOVE}", 0o220)
-    yield write_only(f"{d}/{RESCAN}")
+    yield write_only(f"{d}/{REMOVE}", 0o220, StoreKey(fn.bdf, REMOVE))
+    yield write_only(f"{d}/{RESCAN}", store=StoreKey(fn.bdf, RESCAN))
     if made:  # as the made function has it; a capture cannot read it (write-only)
         yield write_only(f"{d}/{RESET}")
     yield from power.of_pci_function(d, state)
@@ -56,4 +65,4 @@ def driver_override(d: str, fn: PciFunction) -> File:
     """The override as written: bytes, kept as latin-1 text (one character a byte), so
     ``printf '\\377'`` reads back as the one byte it wrote."""
     return File(f"{d}/driver_override", f"{fn.driver_override or '(null)'}\n".encode("latin-1"),
-                0o644)
+                0o644, store=StoreKey(fn.bdf, "driver_override"))
