@@ -49,9 +49,8 @@ from mokkafs.serve.mig import recheck
 from mokkafs.serve.mig_layer import MigLayer
 from mokkafs.serve.restored import Restored, StateFileError
 from mokkafs.state import State
-from mokkafs.writes import dynids
+from mokkafs.writes import dynids, stores
 from mokkafs.writes.book import Write, WriteBook
-from mokkafs.writes.stores import KEPT
 
 FORMAT = "mokkafs-state"
 VERSION = 1
@@ -113,7 +112,7 @@ class KeptWrite(_Closed):
     @field_validator("attribute")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in KEPT:
+        if stores.kept(name) is None:
             raise ValueError("not an attribute the view takes writes of")
         return name
 

@@ -88,10 +88,8 @@ NEVER_REACHES = {
 # (a, b): no module of ``a`` imports ``b`` itself; it goes through serve/ (or delivery/).
 NEVER_IMPORTS = {("cli", "tree"), ("cli", "surfaces"), ("cli", COMPILE)}
 
-WRITE_STORE = "issue 38 item 3: fuse/ forwards (key, bytes) to the write store it is given"
 PIPELINE = "issue 38 item 5: commands call the one pipeline facade in serve/"
 DEBTS = {
-    ("mokkafs.fuse.writes", "writes"): WRITE_STORE,
     ("mokkafs.cli.served", "tree"): PIPELINE,
     ("mokkafs.cli.served", "surfaces"): PIPELINE,
     ("mokkafs.cli.served", COMPILE): PIPELINE,
