@@ -1,8 +1,9 @@
 """pyfuse3 ``Operations`` over the current ``Tree``: the handlers, and nothing else.
 
 Contract with the kernel:
-- Read-only but for the attributes whose writes the view simulates (``mokkafs.fuse.writes``
-  decides, and refuses every other change as sysfs does).
+- Read-only but for the files whose writes the view simulates (``mokkafs.fuse.writes``
+  decides, and refuses every other change as sysfs does); a write goes to the ``Store`` the
+  Operations are made with, as its file's key and its bytes.
 - Static files carry their exact size and the mtime of the build that last changed them, so
   page caches serve repeated reads and a swap (new mtime, plus invalidation) drops them.
 - What differs between the cache modes is asked of the cache policy (``mokkafs.fuse.policy``);
@@ -26,7 +27,7 @@ import pyfuse3
 from mokkafs.fuse import attrs
 from mokkafs.fuse.policy import CachePolicy
 from mokkafs.fuse.view import View
-from mokkafs.fuse.writes import Writes, refuse_change, refuse_create
+from mokkafs.fuse.writes import Store, Writes
 from mokkafs.tree.nodes import Symlink
 
 log = logging.getLogger(__name__)
@@ -67,14 +68,16 @@ def guarded(fn: Handler[P, R]) -> Handler[P, R]:
 
 
 class Operations(pyfuse3.Operations):
-    def __init__(self, view: View, policy: CachePolicy, observe: Observer = _ignore) -> None:
+    def __init__(self, view: View, policy: CachePolicy, observe: Observer = _ignore,
+                 store: Store | None = None) -> None:
+        """``store``: where writes go (None: the mount takes none, as a read-only /sys)."""
         super().__init__()
         self.view = view
         self.policy = policy
         self.observe = observe
         self.enable_symlink_cache = policy.caches_symlinks  # read by patched pyfuse3
         self.enable_write_context = True  # patched pyfuse3: ``write`` gets the writer's context
-        self.writes = Writes(view)
+        self.writes = Writes(view, store)
 
     @guarded
     async def lookup(self, parent_inode: int, name: bytes,
@@ -169,40 +172,40 @@ class Operations(pyfuse3.Operations):
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo,
                                                            pyfuse3.EntryAttributes]:
-        raise refuse_create(ctx)
+        raise await self.writes.refuse_create(ctx)
 
     @guarded
     async def mkdir(self, parent_inode: int, name: bytes, mode: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        raise refuse_change(ctx)
+        raise await self.writes.refuse_change(ctx)
 
     @guarded
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        raise refuse_change(ctx)
+        raise await self.writes.refuse_change(ctx)
 
     @guarded
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        raise refuse_change(ctx)
+        raise await self.writes.refuse_change(ctx)
 
     @guarded
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        raise refuse_change(ctx)
+        raise await self.writes.refuse_change(ctx)
 
     @guarded
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        raise refuse_change(ctx)
+        raise await self.writes.refuse_change(ctx)
 
     @guarded
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        raise refuse_change(ctx)
+        raise await self.writes.refuse_change(ctx)
 
     @guarded
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int,
                      name_new: bytes, flags: int, ctx: pyfuse3.RequestContext) -> None:
-        raise refuse_change(ctx)
+        raise await self.writes.refuse_change(ctx)
 
     @guarded
     async def release(self, fh: int) -> None:

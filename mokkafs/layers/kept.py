@@ -16,8 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from mokkafs.model.bdf import BDF_TEXT
 from mokkafs.model.mig_tables import MAX_CIS, MAX_GIS, MAX_GPUS, SLICES, UNITS
 from mokkafs.profile.schema import MAX_FAULTS, Fault
-from mokkafs.writes import dynids
-from mokkafs.writes.stores import KEPT
+from mokkafs.writes import dynids, stores
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Small = Annotated[int, Field(ge=0, le=1 << 16)]
@@ -88,7 +87,7 @@ class KeptWrite(Closed):
     @field_validator("attribute")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in KEPT:
+        if stores.kept(name) is None:
             raise ValueError("not an attribute the view takes writes of")
         return name
 

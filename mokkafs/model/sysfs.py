@@ -4,11 +4,16 @@ them, the writes that take them, the capture that reads a machine's.
 
 A write-only attribute (one with a store method and no show method, drivers/pci/pci-sysfs.c)
 has mode 0200 (``remove``: 0220) and fails to open for reading with EACCES, even for root.
+
+A file whose writes the view simulates carries a ``StoreKey``, made by the surface that serves
+it: the FUSE edge forwards it with what is written and never looks inside; the writes
+(``mokkafs.writes.stores``) look the store up by it.
 """
 
 from __future__ import annotations
 
 import errno
+from dataclasses import dataclass
 
 SYS_DEVICES = "sys/devices"
 HOST_BRIDGES = f"{SYS_DEVICES}/pci"  # + DDDD:BB, the root of a PCI hierarchy (pciDDDD:BB)
@@ -27,3 +32,18 @@ REMOVE, RESCAN, RESET = "remove", "rescan", "reset"
 FUNCTION_WRITE_ONLY = (REMOVE, RESCAN, RESET)
 DRIVER_WRITE_ONLY = ("bind", "unbind", "new_id", "remove_id", "uevent")
 BUS_WRITE_ONLY = ("drivers_probe", RESCAN, "uevent")
+# The files of those, and of a function's attributes, with a store the view simulates: the
+# surfaces that serve them give them a ``StoreKey`` (a kept function's captured files too)
+FUNCTION_STORES = ("sriov_numvfs", "sriov_drivers_autoprobe", "driver_override", REMOVE, RESCAN)
+DRIVER_STORES = ("bind", "unbind", "new_id", "remove_id")
+BUS_STORES = ("drivers_probe", RESCAN)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreKey:
+    """Which store a write goes to: ``name``, the attribute's (its file's name), and
+    ``holder``, what holds it (its directory's name): a PCI function's address, a driver's
+    name, a bus's ``dddd:bb``, or ``pci`` for the bus type."""
+
+    holder: str
+    name: str

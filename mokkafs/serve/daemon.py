@@ -128,7 +128,6 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         invalidator = Invalidator()
         policy = cache_policy(config.cache_mode, view, invalidator)
         policy.prepare(tree)
-        ops = Operations(view, policy, metrics.observe_request)
         # From before the mount exists until after it is gone, stop signals and SIGHUP are
         # taken by this receiver, never by their default action (a death that leaves a dead
         # mount behind): one that comes while mounting waits in it for ``Running._signals``, and one
@@ -144,17 +143,19 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         host_sync = None
         if config.host_dev is not None:
             host_sync = host_dev_nodes(stack, config.host_dev, at(state, now), owned)
+        swapper = Swapper(
+            holder, profile, counts, build=policy.prepared(build), invalidator=invalidator,
+            status=status, metrics=metrics, clock=wiring.clock, shown_at=now, layers=layers,
+            state=state, publish=publish_to(publisher, host_sync),
+            persist=state_file.save if state_file is not None else None)
+        # sysfs writes go to the swapper's writes book (docs/writes.md)
+        ops = Operations(view, policy, metrics.observe_request, Writer(swapper))
         stack.callback(owned.update, mount_id=None)
         stack.enter_context(Session(ops, config.mountpoint, config.writable))
         owned.update(mount_id=fuse_mount_id(config.mountpoint))
         if publisher is not None:
             stack.callback(publisher.retract)  # whatever ends the loop, before the unmount
-        running = Running(config, wiring, status, publisher, Swapper(
-            holder, profile, counts, build=policy.prepared(build), invalidator=invalidator,
-            status=status, metrics=metrics, clock=wiring.clock, shown_at=now, layers=layers,
-            state=state, publish=publish_to(publisher, host_sync),
-            persist=state_file.save if state_file is not None else None))
-        ops.writes.store = Writer(running.swapper)  # sysfs writes (docs/writes.md)
+        running = Running(config, wiring, status, publisher, swapper)
         # dev/kmsg is served by a mount of its own over it (docs/kmsg.md)
         streams = Streams(holder, wiring.clock, running.sleep_until)
         status.kmsg = streams.report

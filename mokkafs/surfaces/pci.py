@@ -7,7 +7,9 @@ Attributes, modes and link shapes follow the kernel (drivers/pci/pci-sysfs.c): t
 ``bus/pci/drivers/<name>`` directory (lspci -k prints the driver only if that resolves), and
 ``config`` is binary, consistent with the text attributes. Bridges are bound to ``pcieport``
 and add ``secondary_bus_number``/``subordinate_bus_number``; their buses are in
-``mokkafs.surfaces.pci_bus``.
+``mokkafs.surfaces.pci_bus``. The files whose writes the view simulates (a function's
+``driver_override``, ``remove`` and ``rescan``, a driver's ``bind``, ``unbind``, ``new_id`` and
+``remove_id``, the bus's ``drivers_probe`` and ``rescan``) carry their store's key.
 
 A function's nodes are kept from the last run while its inputs are the same
 (``FunctionCache``): a write or a fault changes a function or two of some hundred.
@@ -21,12 +23,16 @@ from mokkafs.model.sysfs import (
     BUS_PCI,
     BUS_PCI_DEVICES,
     BUS_PCI_DRIVERS,
+    BUS_STORES,
     BUS_WRITE_ONLY,
+    DRIVER_STORES,
     DRIVER_WRITE_ONLY,
+    FUNCTION_STORES,
     FUNCTION_WRITE_ONLY,
     HOST_BRIDGES,
     REMOVE,
     SYS_DEVICES,
+    StoreKey,
 )
 from mokkafs.state import PciFunction, RootComplex, State
 from mokkafs.surfaces import pci_kept, pci_link, power
@@ -135,7 +141,8 @@ def made(fn: PciFunction, state: State) -> Iterator[Node]:
     yield text(f"{d}/ari_enabled", 0)
     yield text(f"{d}/power_state", "D0")
     for name in FUNCTION_WRITE_ONLY:
-        yield write_only(f"{d}/{name}", 0o220 if name == REMOVE else 0o200)
+        yield write_only(f"{d}/{name}", 0o220 if name == REMOVE else 0o200,
+                         _store(fn.bdf, name, FUNCTION_STORES))
     if fn.bridge is not None:
         # Bridges only (pci_bridge_attr_is_visible): decimal, as the kernel prints them.
         yield text(f"{d}/secondary_bus_number", fn.bridge.secondary)
@@ -150,7 +157,12 @@ def driver_override(d: str, fn: PciFunction) -> File:
     """The override as written: bytes, kept as latin-1 text (one character a byte), so
     ``printf '\\377'`` reads back as the one byte it wrote."""
     return File(f"{d}/driver_override", f"{fn.driver_override or '(null)'}\n".encode("latin-1"),
-                0o644)
+                0o644, store=StoreKey(fn.bdf, "driver_override"))
+
+
+def _store(holder: str, name: str, stores: tuple[str, ...]) -> StoreKey | None:
+    """The key of ``holder``'s store of ``name``, if the view simulates that store."""
+    return StoreKey(holder, name) if name in stores else None
 
 
 def _root(root: RootComplex) -> Iterator[Node]:
@@ -166,14 +178,14 @@ def nodes(state: State, functions: FunctionCache) -> Iterator[Node]:
     yield Dir(f"{BUS_PCI}/slots")
     yield text(f"{BUS_PCI}/drivers_autoprobe", 1, 0o644)
     for name in BUS_WRITE_ONLY:
-        yield write_only(f"{BUS_PCI}/{name}")
+        yield write_only(f"{BUS_PCI}/{name}", store=_store("pci", name, BUS_STORES))
     for root in state.roots:
         yield from _root(root)
     for drv in state.pci_drivers:  # registered while loaded, bound devices or not
         ddir = f"{BUS_PCI_DRIVERS}/{drv}"
         yield Dir(ddir)
         for name in DRIVER_WRITE_ONLY:
-            yield write_only(f"{ddir}/{name}")
+            yield write_only(f"{ddir}/{name}", store=_store(drv, name, DRIVER_STORES))
     last = functions.last
     made: dict[FunctionInputs, tuple[Node, ...]] = {}
     shared = tuple(getattr(state, name) for name in FUNCTION_INPUTS)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mokkafs.model.sysfs import PCI_BUS, PCI_BUS_CLASS, RESCAN, SYS_DEVICES
+from mokkafs.model.sysfs import PCI_BUS, PCI_BUS_CLASS, RESCAN, SYS_DEVICES, StoreKey
 from mokkafs.state import State
 from mokkafs.surfaces import power
 from mokkafs.surfaces.pci import cpulist, cpumask
@@ -22,7 +22,7 @@ def _bus(parent: str, bus_id: str, cpus: tuple[int, ...], nr_cpus: int) -> Itera
     yield Dir(d)
     yield text(f"{d}/cpuaffinity", cpumask(cpus, nr_cpus))
     yield text(f"{d}/cpulistaffinity", cpulist(cpus))
-    yield write_only(f"{d}/{RESCAN}")
+    yield write_only(f"{d}/{RESCAN}", store=StoreKey(bus_id, RESCAN))
     yield File(f"{d}/uevent", b"", 0o644)
     yield from power.of_class_device(d)
     yield relative_link(f"{d}/subsystem", PCI_BUS_CLASS)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
-from mokkafs.model.sysfs import RESET
+from mokkafs.model.sysfs import FUNCTION_STORES, RESET, StoreKey
 from mokkafs.state import PciFunction
 from mokkafs.surfaces import pci_link
 from mokkafs.tree.nodes import File, Node
@@ -72,4 +72,5 @@ def laid_over(fn: PciFunction, made: Iterable[Node]) -> Iterator[Node]:
         elif _stays(fn, node):
             yield node
     for name, data in captured.items():  # what the made function lacks
-        yield File(f"{d}/{name}", data, MODES.get(name, 0o444))
+        yield File(f"{d}/{name}", data, MODES.get(name, 0o444),
+                   store=StoreKey(fn.bdf, name) if name in FUNCTION_STORES else None)

@@ -1,9 +1,10 @@
 """SR-IOV sysfs (drivers/pci/iov.c): a PF's ``sriov_*`` attributes and ``virtfn<i>`` links, a
 VF's ``physfn`` link, and the SR-IOV extended capability of a PF's config space.
 
-Modes as the kernel has them: ``sriov_numvfs`` and ``sriov_drivers_autoprobe`` 0664, the
-others 0444. The VFs themselves are PCI functions of the State (``mokkafs.model.sriov``), so
-the pci and iommu surfaces serve them as any other function.
+Modes as the kernel has them: ``sriov_numvfs`` and ``sriov_drivers_autoprobe`` 0664, the others
+0444; those two carry their store's key (``StoreKey``: the PF, the attribute). The VFs
+themselves are PCI functions of the State (``mokkafs.model.sriov``), so the pci and iommu
+surfaces serve them as any other function.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import struct
 from collections.abc import Iterator
 
 from mokkafs.model.sriov import vf_bar_base, vf_bdf
+from mokkafs.model.sysfs import StoreKey
 from mokkafs.state import PciFunction, Sriov, State
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Node, relative_link, text
@@ -36,11 +38,12 @@ def nodes(state: State) -> Iterator[Node]:
 def _pf(fn: PciFunction, cap: Sriov, paths: dict[str, str]) -> Iterator[Node]:
     d = fn.path
     yield text(f"{d}/sriov_totalvfs", cap.total)
-    yield text(f"{d}/sriov_numvfs", cap.numvfs, WRITABLE)
+    yield text(f"{d}/sriov_numvfs", cap.numvfs, WRITABLE, StoreKey(fn.bdf, "sriov_numvfs"))
     yield text(f"{d}/sriov_offset", cap.offset)
     yield text(f"{d}/sriov_stride", cap.stride)
     yield text(f"{d}/sriov_vf_device", f"{cap.vf_device:x}")
-    yield text(f"{d}/sriov_drivers_autoprobe", int(cap.autoprobe), WRITABLE)
+    yield text(f"{d}/sriov_drivers_autoprobe", int(cap.autoprobe), WRITABLE,
+               StoreKey(fn.bdf, "sriov_drivers_autoprobe"))
     yield text(f"{d}/sriov_vf_total_msix", cap.total_msix)
     for i in range(cap.numvfs):
         bdf = vf_bdf(fn, i)

@@ -6,7 +6,9 @@ mode that is when a reader opens the file. In no-open mode it is when the kernel
 file's attributes, or when a refresh puts its unit's fresh content into the page cache
 (``mokkafs.fuse.refresh``), for hot units at each step.
 ``error`` makes a file that exists but fails to read with that errno, as some sysfs attributes
-do (write-only ``remove``, ``gid_attrs/ndevs`` on an InfiniBand port).
+do (write-only ``remove``, ``gid_attrs/ndevs`` on an InfiniBand port). ``store`` marks a file
+whose writes the view simulates: the key its writes go to (``mokkafs.model.sysfs.StoreKey``),
+which the tree and the FUSE edge pass on without looking inside.
 
 A node is made with its path, and keeps it as its directory's path and its name, each one
 string shared by every node that has the same (``Placed``): at 256 HCAs whole paths took 7.9
@@ -23,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING
 
-from mokkafs.model.sysfs import UNREADABLE, WRITE_ONLY
+from mokkafs.model.sysfs import UNREADABLE, WRITE_ONLY, StoreKey
 from mokkafs.tree.stream import Stream
 
 Clock = float  # seconds on time.monotonic()'s clock
@@ -84,6 +86,8 @@ class File(Placed):
     quantum: float = 0.0
     # Read record by record, each open at its own position (dev/kmsg; mokkafs.tree.stream)
     stream: Stream | None = None
+    # Where its writes go (None: it has no store the view simulates; mokkafs.writes.stores)
+    store: StoreKey | None = None
 
     @property
     def dynamic(self) -> bool:
@@ -130,15 +134,15 @@ def _path(node: Placed) -> str:
 Placed.path = property(_path)  # type: ignore[method-assign,assignment]
 
 
-def text(path: str, value: object, mode: int = 0o444) -> File:
+def text(path: str, value: object, mode: int = 0o444, store: StoreKey | None = None) -> File:
     """A sysfs-style attribute: the value's text plus a newline."""
-    return File(path, _encoded(f"{value}\n"), mode)
+    return File(path, _encoded(f"{value}\n"), mode, store=store)
 
 
-def write_only(path: str, mode: int = WRITE_ONLY) -> File:
+def write_only(path: str, mode: int = WRITE_ONLY, store: StoreKey | None = None) -> File:
     """A sysfs attribute with a store method and no show method: it fails to open for
     reading (``mokkafs.model.sysfs``)."""
-    return File(path, b"", mode, error=UNREADABLE)
+    return File(path, b"", mode, error=UNREADABLE, store=store)
 
 
 @functools.lru_cache(maxsize=1024)

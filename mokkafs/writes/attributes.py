@@ -1,5 +1,7 @@
-"""The writable attributes: each parses what is written as the kernel's store method does,
-refuses what it refuses with its errno, and says what the write does to a State.
+"""The SR-IOV attributes: each parses what is written as the kernel's store method does,
+refuses what it refuses with its errno, and says what its kept value does to a State. Every
+store refuses with ``WriteRefused``, and reads numbers as the kernel does (``kstrtoul``,
+``kstrtobool``).
 
 ``sriov_numvfs`` (drivers/pci/iov.c, sriov_numvfs_store): ``kstrtou16(buf, 0)`` (decimal, 0x
 hex, 0 octal, one trailing newline; else EINVAL, above 65535 ERANGE); above ``sriov_totalvfs``
@@ -7,16 +9,13 @@ ERANGE; the same number again changes nothing; a PF without a driver ENOENT; N t
 non-zero EBUSY; 0 removes the VFs. ``sriov_drivers_autoprobe`` (sriov_drivers_autoprobe_store):
 ``kstrtobool`` (1/0, y/n, on/off; else EINVAL); it decides whether VFs made later are bound.
 
-An attribute is named by its file name; its target is the PCI function whose directory holds
-it. Further attributes (driver bind and unbind, ``driver_override``, ``remove``) are further
-entries of ``ATTRIBUTES``.
+Each is an entry of the one registry of stores (``mokkafs.writes.stores``), by its file's
+name; its target is the PF whose directory holds it.
 """
 
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from mokkafs.model import sriov
 from mokkafs.state import PciFunction, State
@@ -29,17 +28,6 @@ class WriteRefused(Exception):
         super().__init__(reason)
         self.errno = code
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class Attribute:
-    """``parse(text, function)`` -> the value to keep, or raises ``WriteRefused``;
-    ``apply(state, bdf, value)`` -> the State with it (the function exists and is fit, as
-    ``fits`` says); ``fits(function)``: whether a function has the attribute at all."""
-
-    parse: Callable[[str, PciFunction], str | None]  # None: the write changes nothing
-    apply: Callable[[State, str, str], State]
-    fits: Callable[[PciFunction], bool]
 
 
 def kstrtoul(text: str, limit: int) -> int:
@@ -79,7 +67,7 @@ def kstrtobool(text: str) -> bool:
     raise WriteRefused(errno.EINVAL, "not a boolean")
 
 
-def _numvfs(text: str, fn: PciFunction) -> str | None:
+def numvfs(text: str, fn: PciFunction) -> str | None:
     cap = fn.sriov
     assert cap is not None
     n = kstrtoul(text, 0xFFFF)
@@ -96,27 +84,28 @@ def _numvfs(text: str, fn: PciFunction) -> str | None:
     return f"{n}" if cap.autoprobe or not n else f"{n} unbound"
 
 
-def _apply_numvfs(state: State, bdf: str, value: str) -> State:
+def apply_numvfs(state: State, bdf: str, value: str) -> State:
     count, _, unbound = value.partition(" ")
     return sriov.with_numvfs(state, bdf, int(count), probed=not unbound)
 
 
-def _autoprobe(text: str, fn: PciFunction) -> str | None:
+def autoprobe(text: str, fn: PciFunction) -> str | None:
     return "1" if kstrtobool(text) else "0"
 
 
-def _apply_autoprobe(state: State, bdf: str, value: str) -> State:
+def apply_autoprobe(state: State, bdf: str, value: str) -> State:
     fn = state.function(bdf)
     assert fn.sriov is not None
     return sriov.with_numvfs(state, bdf, fn.sriov.numvfs, autoprobe=value == "1",
                              probed=fn.sriov.probed)
 
 
-def _is_pf(fn: PciFunction) -> bool:
+def is_pf(fn: PciFunction) -> bool:
     return fn.sriov is not None
 
 
-ATTRIBUTES: dict[str, Attribute] = {
-    "sriov_numvfs": Attribute(_numvfs, _apply_numvfs, _is_pf),
-    "sriov_drivers_autoprobe": Attribute(_autoprobe, _apply_autoprobe, _is_pf),
-}
+def too_many(state: State, fn: PciFunction, value: str) -> str | None:
+    """Why a kept count no longer applies to the PF a new State has (None: it does)."""
+    if fn.sriov is not None and int(value.partition(" ")[0]) > fn.sriov.total:
+        return f"{fn.bdf} has {fn.sriov.total} VFs at most"
+    return None

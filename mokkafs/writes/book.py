@@ -1,28 +1,24 @@
 """The writes the view took, kept as written and applied over every new State: a write whose
 target a profile swap removes (or no longer lets have its value) is dropped, with a log line.
 Pure but for that log line: the daemon (``mokkafs.serve``) owns one and changes it under its
-swap lock; ``merge`` gives the State the surfaces render.
+swap lock; ``merge`` gives the State the surfaces render. A write goes to the store its key
+names (``mokkafs.writes.stores``): the store says what it does, the book does it.
 """
 
 from __future__ import annotations
 
 import copy
-import errno
 import logging
 from dataclasses import dataclass, field, replace
 
 from mokkafs.model import sriov
-from mokkafs.model.bdf import BUS_TEXT
-from mokkafs.model.sysfs import REMOVE, RESCAN
+from mokkafs.model.sysfs import StoreKey
 from mokkafs.state import State
-from mokkafs.writes import drivers, dynids, hotplug
-from mokkafs.writes.attributes import WriteRefused
+from mokkafs.writes import dynids, stores
 from mokkafs.writes.dynids import DynIds
-from mokkafs.writes.stores import KEPT, phase
+from mokkafs.writes.stores import Asked, Key
 
 log = logging.getLogger(__name__)
-
-Key = tuple[str, str]  # (PCI function, attribute)
 
 
 @dataclass(frozen=True)
@@ -46,76 +42,36 @@ class WriteBook:
     def copy(self) -> WriteBook:
         return copy.deepcopy(self, {id(self.base): self.base})
 
-    def write(self, bdf: str, attribute: str, text: str, served: State, wall: float) -> bool:
-        """Take one write of ``text`` to ``attribute`` of the function at ``bdf``, checked
-        against ``served`` (the State as the writes so far make it). False: it changes
-        nothing (the value it has). Raises ``WriteRefused``, and then nothing changes.
-        A bus file's store (``drivers.bus_store``: ``bdf`` is then the driver, or ``pci``)
-        names its function in ``text``."""
-        if attribute in ("new_id", "remove_id"):
-            return self._dynid(bdf, attribute, text, served, wall)
-        if attribute in drivers.DRIVER_STORES or attribute in drivers.BUS_STORES:
-            changes = drivers.bus_store(bdf, attribute, text, served, self.dynids)
-            for target, kept, to in changes:
-                if not to:
-                    self._end_vfs(target, served)
-                self._keep(target, kept, to, wall)
-            return bool(changes)
-        if attribute == RESCAN:
-            return self._appeared(served, wall, self._rescan(bdf, text, served))
-        attr = KEPT.get(attribute)
-        try:
-            fn = served.function(bdf)
-        except KeyError:
-            fn = None
-        if attr is None or fn is None or not attr.fits(fn):
-            raise WriteRefused(errno.EACCES, f"{bdf}/{attribute} cannot be written")
-        if attribute == REMOVE:
-            if not hotplug.asked(text):
-                return False
-            gone = hotplug.below(served, bdf)
-            for key in [k for k in self.writes if k[0] in gone]:
-                del self.writes[key]  # they end with their functions
-            self._keep(bdf, attribute, "1", wall)
-            return True
-        value = attr.parse(text, fn)
-        if value is None:
+    def write(self, key: StoreKey, data: bytes, served: State, wall: float) -> bool:
+        """Take one write of ``data`` to the store ``key`` names (``mokkafs.writes.stores``),
+        checked against ``served`` (the State as the writes so far make it). False: it
+        changes nothing (the value it has). Raises ``WriteRefused``, and then nothing
+        changes."""
+        store = stores.STORES.get(key.name)
+        asked = Asked(key, stores.text(data), served, tuple(self.writes), self.dynids, wall)
+        if store is None:
+            raise asked.refused()
+        edit = store.take(asked)
+        if edit is None:
             return False
-        if attribute == "sriov_numvfs":
-            self._end_vfs(bdf, served)
-        self._keep(bdf, attribute, value, wall)
-        if attribute == "sriov_numvfs":  # the one kept attribute that makes functions appear
-            self._appeared(served, wall, True)
+        for ended in edit.end:
+            self.writes.pop(ended, None)
+        for bdf, attribute, value in edit.keep:
+            self._keep(bdf, attribute, value, wall)
+        if edit.ids is not None:
+            self.dynids = edit.ids
+        self.taken += edit.taken
+        if edit.probe:
+            self._appeared(served, wall)
         return True
 
-    def _dynid(self, driver: str, name: str, text: str, served: State, wall: float) -> bool:
-        if driver not in served.pci_drivers:
-            raise WriteRefused(errno.EACCES, f"{driver}/{name} cannot be written")
-        if name == "remove_id":
-            self.dynids = dynids.remove_id(driver, text, self.dynids)
-        else:
-            dynid, attach = dynids.new_id(driver, text, served, self.dynids, wall)
-            self.dynids = {**self.dynids, driver: (*self.dynids.get(driver, ()), dynid)}
-            for bdf in attach:
-                self._keep(bdf, "driver", driver, wall)
-        self.taken += 1
-        return True
-
-    def _end_vfs(self, pf: str, served: State) -> None:
-        """A PF's VFs go (SR-IOV disabled: by 0 to ``sriov_numvfs``, or by its driver's
-        remove when it is unbound): their writes end with them."""
-        vfs = {fn.bdf for fn in served.functions if fn.physfn == pf}
-        for key in [k for k in self.writes if k[0] in vfs
-                    or (k == (pf, "sriov_numvfs") and vfs)]:
-            del self.writes[key]
-
-    def _appeared(self, served: State, wall: float, changed: bool) -> bool:
+    def _appeared(self, served: State, wall: float) -> None:
         """The functions the writes so far make appear (VFs, functions a rescan brought
         back) probed as the bus probes a new device: where the driver order and the dynamic
         IDs give another driver than the one the function comes with, that binding is kept
         (``mokkafs.writes.dynids``)."""
-        if not changed or self.base is None:
-            return changed
+        if self.base is None:
+            return
         there = {fn.bdf for fn in served.functions}
         made = self.merge(self.base)
         for fn in made.functions:
@@ -125,22 +81,6 @@ class WriteBook:
             driver = dynids.probe(fresh, made, self.dynids)
             if driver != fn.driver:
                 self._keep(fn.bdf, "driver", driver, wall)
-        return changed
-
-    def _rescan(self, holder: str, text: str, served: State) -> bool:
-        """A rescan through ``holder`` (a function, or ``pci``): the removed functions it
-        reaches come back. False: there were none."""
-        if holder != "pci" and not BUS_TEXT.fullmatch(holder) \
-                and holder not in {fn.bdf for fn in served.functions}:
-            raise WriteRefused(errno.EACCES, f"{holder}/rescan cannot be written")
-        if not hotplug.asked(text):
-            return False
-        span = hotplug.rescanned(served, holder)
-        back = [k for k in self.writes if k[1] == REMOVE and hotplug.reached(k[0], span)]
-        for key in back:
-            del self.writes[key]
-        self.taken += bool(back)
-        return bool(back)
 
     def _keep(self, bdf: str, attribute: str, value: str, wall: float) -> None:
         key = (bdf, attribute)
@@ -171,9 +111,10 @@ class WriteBook:
 
     def _apply(self, state: State, step: int) -> State:
         for key, w in list(self.writes.items()):
-            if phase(w.attribute) != step:
+            attr = stores.kept(w.attribute)
+            assert attr is not None  # (a restored write's attribute is checked: serve.record)
+            if attr.phase != step:
                 continue
-            attr = KEPT[w.attribute]
             try:
                 fn = state.function(w.bdf)
             except KeyError:
@@ -183,11 +124,8 @@ class WriteBook:
                 why = f"{w.bdf} is gone"
             elif not attr.fits(fn):
                 why = f"{w.bdf} has no {w.attribute}"
-            elif fn.sriov is not None and w.attribute == "sriov_numvfs" \
-                    and int(w.value.partition(" ")[0]) > fn.sriov.total:
-                why = f"{w.bdf} has {fn.sriov.total} VFs at most"
             else:
-                why = drivers.gone(state, w.attribute, w.value)
+                why = attr.stale(state, fn, w.value)
             if why is not None:
                 log.warning("write %s/%s=%s dropped: %s", w.bdf, w.attribute, w.value, why)
                 del self.writes[key]

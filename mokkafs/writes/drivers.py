@@ -3,7 +3,8 @@
 A binding is kept as a write keyed by (function, ``driver``): its value is the driver bound,
 or empty for none. A function's override is kept as (function, ``driver_override``). The
 bus files name their target in what is written: ``drivers/<driver>/{bind,unbind}`` and
-``drivers_probe`` take a BDF, and ``bus_store`` turns one such store into the kept writes.
+``drivers_probe`` take a BDF (``named``), and ``bind``, ``unbind`` and ``drivers_probe`` turn
+one such store into the kept writes.
 
 The kernel's rules (drivers/base/bus.c ``bind_store``, ``unbind_store``,
 ``drivers_probe_store``; drivers/base/driver.c ``driver_set_override``; drivers/pci/pci-driver.c
@@ -35,28 +36,20 @@ from __future__ import annotations
 import errno
 from dataclasses import replace
 
-from mokkafs.model.sysfs import BUS_PCI, BUS_PCI_DRIVERS
 from mokkafs.state import PciFunction, State
 from mokkafs.writes import dynids
-from mokkafs.writes.attributes import Attribute, WriteRefused
+from mokkafs.writes.attributes import WriteRefused
 from mokkafs.writes.dynids import native
 
-DRIVER_STORES = ("bind", "unbind", "new_id", "remove_id")  # in a driver's directory
 VFIO = "vfio-pci"
-BUS_STORES = ("drivers_probe",)  # in the bus's directory
 PAGE = 4096
 
 Change = tuple[str, str, str]  # (function, kept attribute, value)
 
 
-def is_bus_store(directory: str, name: str) -> bool:
-    """Whether ``directory/name`` is a bus file whose target is the BDF written to it."""
-    if name in DRIVER_STORES:
-        return directory.rpartition("/")[0] == BUS_PCI_DRIVERS
-    return name in BUS_STORES and directory == BUS_PCI
-
-
-def _function(text: str, served: State) -> PciFunction:
+def named(text: str, served: State) -> PciFunction:
+    """The function a bus file's store names (ENODEV: none)."""
+    text = text.partition("\0")[0]
     name = text[:-1] if text.endswith("\n") else text
     try:
         return served.function(name)
@@ -68,34 +61,35 @@ def _binding(fn: PciFunction, driver: str) -> Change:
     return (fn.bdf, "driver", driver)
 
 
-def bus_store(holder: str, name: str, text: str, served: State,
-              ids: dynids.DynIds) -> list[Change]:
-    """The kept writes one store to ``bind``, ``unbind`` or ``drivers_probe`` makes (none:
-    it changes nothing), with ``ids`` the drivers' dynamic IDs. ``holder``: the driver whose
-    directory holds ``bind``/``unbind``; ``pci`` for the bus."""
-    text = text.partition("\0")[0]
-    fn = _function(text, served)
-    if name == "bind":
-        if holder not in served.pci_drivers or not dynids.matches(fn, holder, ids):
-            raise WriteRefused(errno.ENODEV, f"{holder} does not match {fn.bdf}")
-        if fn.driver:
-            raise WriteRefused(errno.EBUSY, f"{fn.bdf} is bound to {fn.driver}")
-        if not dynids.probes(fn, holder, served):
-            raise WriteRefused(errno.EINVAL, f"{fn.bdf} is in no IOMMU group")
-        return [_binding(fn, holder)]
-    if name == "unbind":
-        if fn.driver != holder:
-            raise WriteRefused(errno.ENODEV, f"{fn.bdf} is not bound to {holder}")
-        return [_binding(fn, "")]
-    if name == "drivers_probe":
-        if fn.driver:
-            return []
-        driver = dynids.probe(fn, served, ids)
-        return [_binding(fn, driver)] if driver else []
-    raise WriteRefused(errno.EACCES, f"{holder}/{name} cannot be written")
+def bind(driver: str, fn: PciFunction, served: State, ids: dynids.DynIds) -> list[Change]:
+    """The kept writes a store of ``fn`` to ``driver``'s ``bind`` makes, with ``ids`` the
+    drivers' dynamic IDs."""
+    if driver not in served.pci_drivers or not dynids.matches(fn, driver, ids):
+        raise WriteRefused(errno.ENODEV, f"{driver} does not match {fn.bdf}")
+    if fn.driver:
+        raise WriteRefused(errno.EBUSY, f"{fn.bdf} is bound to {fn.driver}")
+    if not dynids.probes(fn, driver, served):
+        raise WriteRefused(errno.EINVAL, f"{fn.bdf} is in no IOMMU group")
+    return [_binding(fn, driver)]
 
 
-def _override(text: str, fn: PciFunction) -> str | None:
+def unbind(driver: str, fn: PciFunction, served: State, ids: dynids.DynIds) -> list[Change]:
+    if fn.driver != driver:
+        raise WriteRefused(errno.ENODEV, f"{fn.bdf} is not bound to {driver}")
+    return [_binding(fn, "")]
+
+
+def drivers_probe(bus: str, fn: PciFunction, served: State, ids: dynids.DynIds,
+                  ) -> list[Change]:
+    """The binding a store of ``fn`` to the bus's ``drivers_probe`` makes: none for a bound
+    function, or one no loaded driver takes."""
+    if fn.driver:
+        return []
+    driver = dynids.probe(fn, served, ids)
+    return [_binding(fn, driver)] if driver else []
+
+
+def override(text: str, fn: PciFunction) -> str | None:
     if len(text) >= PAGE - 1:
         raise WriteRefused(errno.EINVAL, "an override of a page or more")
     value = text.partition("\0")[0].partition("\n")[0]
@@ -112,35 +106,24 @@ def _edit(state: State, bdf: str, **fields: str | None) -> State:
     return replace(state, functions=tuple(edit(fn) for fn in state.functions))
 
 
-def _apply_override(state: State, bdf: str, value: str) -> State:
+def apply_override(state: State, bdf: str, value: str) -> State:
     return _edit(state, bdf, driver_override=value or None)
 
 
-def _apply_driver(state: State, bdf: str, value: str) -> State:
+def apply_driver(state: State, bdf: str, value: str) -> State:
     state = _edit(state, bdf, driver=value)
     if value != "mlx5_core":  # mlx5 makes the RDMA device and the netdev as it probes
         state = replace(state, hcas=tuple(h for h in state.hcas if h.bdf != bdf))
     return state
 
 
-def _refuse_direct(text: str, fn: PciFunction) -> str | None:
+def refuse_direct(text: str, fn: PciFunction) -> str | None:
     # ``driver`` is a link: a binding is written through the driver's bind and unbind
     raise WriteRefused(errno.EACCES, f"{fn.bdf}/driver cannot be written")
 
 
-def gone(state: State, attribute: str, value: str) -> str | None:
+def gone(state: State, fn: PciFunction, value: str) -> str | None:
     """Why a kept binding no longer applies over ``state`` (None: it does)."""
-    if attribute == "driver" and value and value not in state.pci_drivers:
+    if value and value not in state.pci_drivers:
         return f"{value} is not loaded"
     return None
-
-
-def _any(fn: PciFunction) -> bool:
-    return True
-
-
-ATTRIBUTES: dict[str, Attribute] = {
-    "driver_override": Attribute(_override, _apply_override, _any),
-    "driver": Attribute(_refuse_direct, _apply_driver, _any),
-}
-KEYED = tuple(ATTRIBUTES)  # applied after the VFs are made: a VF may be a target

@@ -15,23 +15,15 @@
 
 from __future__ import annotations
 
+import errno
+from collections.abc import Iterable
 from dataclasses import replace
 
-from mokkafs.model.bdf import BDF_TEXT, BUS_TEXT
-from mokkafs.model.sysfs import BUS_PCI, PCI_BUS, REMOVE, RESCAN
+from mokkafs.model.bdf import BUS_TEXT
 from mokkafs.state import PciFunction, State
-from mokkafs.writes.attributes import Attribute, kstrtoul
+from mokkafs.writes.attributes import WriteRefused, kstrtoul
 
 ULONG = (1 << 64) - 1
-
-
-def is_store(directory: str, name: str) -> bool:
-    """Whether ``directory/name`` is a function's ``remove`` or ``rescan``, or the bus's."""
-    parent, _, base = directory.rpartition("/")
-    if name == RESCAN and (directory == BUS_PCI or (
-            parent.rpartition("/")[2] == PCI_BUS and BUS_TEXT.fullmatch(base) is not None)):
-        return True
-    return name in (REMOVE, RESCAN) and BDF_TEXT.fullmatch(directory.rpartition("/")[2]) is not None
 
 
 def asked(text: str) -> bool:
@@ -93,12 +85,22 @@ def without(state: State, bdf: str) -> State:
                    hcas=tuple(h for h in state.hcas if h.bdf not in gone))
 
 
-def _apply_remove(state: State, bdf: str, value: str) -> State:
+def remove(text: str, fn: PciFunction) -> str | None:
+    """What a store to ``remove`` keeps: "1", or None for 0 (it does nothing)."""
+    return "1" if asked(text) else None
+
+
+def apply_remove(state: State, bdf: str, value: str) -> State:
     return without(state, bdf)
 
 
-def _refuse(text: str, fn: PciFunction) -> str | None:
-    raise AssertionError("a removal is taken by WriteBook.write")  # pragma: no cover
-
-
-ATTRIBUTES: dict[str, Attribute] = {REMOVE: Attribute(_refuse, _apply_remove, lambda fn: True)}
+def rescan(holder: str, text: str, served: State, removed: Iterable[str]) -> list[str]:
+    """Of the ``removed`` functions, those a store to ``holder``'s ``rescan`` brings back
+    (EACCES: ``holder`` is neither the bus type, a bus nor a function)."""
+    if holder != "pci" and not BUS_TEXT.fullmatch(holder) \
+            and holder not in {fn.bdf for fn in served.functions}:
+        raise WriteRefused(errno.EACCES, f"{holder}/rescan cannot be written")
+    if not asked(text):
+        return []
+    span = rescanned(served, holder)
+    return [bdf for bdf in removed if reached(bdf, span)]

@@ -10,10 +10,10 @@ import pytest
 
 from mokkafs.layers.kept import KeptWrite
 from mokkafs.layers.registry import Layers
+from mokkafs.model.sysfs import StoreKey
 from mokkafs.serve.record import record, restore
 from mokkafs.state import State
 from mokkafs.surfaces.dev import char_devices
-from mokkafs.writes.stores import writable
 from tests.helpers.live import profile_text
 from tests.helpers.profiles import (
     H100_GPU0,
@@ -23,7 +23,7 @@ from tests.helpers.profiles import (
     state_of,
     tree_of,
 )
-from tests.helpers.write_book import refused, written
+from tests.helpers.write_book import refused, store_of, take, written
 
 GPU = H100_GPU0
 
@@ -35,13 +35,16 @@ def h100() -> State:
 
 
 
-def test_the_bus_files_and_the_override_are_stores() -> None:
-    assert writable("sys/bus/pci/drivers/nvidia", "bind")
-    assert writable("sys/bus/pci/drivers/nvidia", "unbind")
-    assert writable("sys/bus/pci", "drivers_probe")
-    assert writable(f"sys/bus/pci/devices/{GPU}", "driver_override")
-    assert not writable("sys/module/nvidia", "bind")
-    assert not writable("sys/bus/pci/drivers", "drivers_probe")
+def test_the_bus_files_and_the_override_are_stores(h100: State) -> None:
+    tree = tree_of(h100)
+    for name in ("bind", "unbind"):
+        assert store_of(tree, f"sys/bus/pci/drivers/nvidia/{name}") == StoreKey("nvidia", name)
+    assert store_of(tree, "sys/bus/pci/drivers_probe") == StoreKey("pci", "drivers_probe")
+    assert store_of(tree, f"{device_path(GPU)}/driver_override") == \
+        StoreKey(GPU, "driver_override")
+    for path in ("sys/bus/pci/drivers/nvidia/uevent", "sys/bus/pci/uevent",
+                 f"{device_path(GPU)}/numa_node", f"{device_path(GPU)}/reset"):
+        assert store_of(tree, path) is None, path
 
 
 def test_an_unbound_gpu_loses_its_link_its_proc_entry_and_its_node(h100: State) -> None:
@@ -128,7 +131,7 @@ def test_unbinding_a_pf_disables_its_vfs_and_its_vfs_may_be_unbound(h100: State)
 def test_the_writes_of_vfs_end_with_them(h100: State) -> None:
     book, _ = written(h100, (H100_NIC0, "sriov_numvfs", "2"),
                       ("mlx5_core", "unbind", "0000:18:00.1"))
-    book.write(H100_NIC0, "sriov_numvfs", "0", book.merge(h100), 0.0)
+    take(book, H100_NIC0, "sriov_numvfs", "0", book.merge(h100))
     served = book.merge(h100)
     assert [w["attribute"] for w in book.listing()] == ["sriov_numvfs"]
     assert book.dropped == 0 and "0000:18:00.1" not in {fn.bdf for fn in served.functions}

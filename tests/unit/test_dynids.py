@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from mokkafs.layers.registry import Layers
+from mokkafs.model.sysfs import StoreKey
 from mokkafs.serve.durable import StateFile, write_atomically
 from mokkafs.serve.record import record, restore
 from mokkafs.state import State
 from mokkafs.writes.attributes import WriteRefused
 from mokkafs.writes.book import WriteBook
 from mokkafs.writes.dynids import ANY, MAX_DYNIDS, DynId, parse
-from mokkafs.writes.stores import writable
 from tests.helpers.live import profile_text
-from tests.helpers.profiles import H100_GPU0, H100_NIC0, state_of
-from tests.helpers.write_book import refused, written
+from tests.helpers.profiles import H100_GPU0, H100_NIC0, state_of, tree_of
+from tests.helpers.write_book import refused, store_of, take, written
 
 GPU, PF = H100_GPU0, H100_NIC0
 VFS = ("0000:18:00.1", "0000:18:00.2")
@@ -48,8 +48,10 @@ def drivers(served: State, bdfs: tuple[str, ...]) -> list[str]:
     return [served.function(b).driver for b in bdfs]
 
 
-def test_fields_are_read_as_sscanf_reads_them() -> None:
-    assert writable("sys/bus/pci/drivers/vfio-pci", "remove_id")
+def test_fields_are_read_as_sscanf_reads_them(vfio: State) -> None:
+    for name in ("new_id", "remove_id"):
+        assert store_of(tree_of(vfio), f"sys/bus/pci/drivers/vfio-pci/{name}") == \
+            StoreKey("vfio-pci", name)
     assert parse("10de 2330\n", 7) == (DynId(0x10DE, 0x2330), 2)
     assert parse("0x15b3 0x101e zz 5", 7) == (DynId(0x15B3, 0x101E), 2)
     assert parse("15b3 101e 15b3 0 20000 ff0000 1", 7) == \
@@ -155,10 +157,10 @@ def test_a_driver_keeps_a_bounded_number_of_ids(vfio: State) -> None:
     book = WriteBook(dynids={"vfio-pci": tuple(DynId(0x1000, d) for d in range(MAX_DYNIDS))})
     served = book.merge(vfio)
     with pytest.raises(WriteRefused) as info:
-        book.write("vfio-pci", "new_id", "10de 9999", served, 0.0)
+        take(book, "vfio-pci", "new_id", "10de 9999", served)
     assert info.value.errno == errno.ENOSPC and "remove_id one first" in info.value.reason
-    book.write("vfio-pci", "remove_id", "1000 0", served, 0.0)
-    book.write("vfio-pci", "new_id", "10de 9999", book.merge(vfio), 0.0)
+    take(book, "vfio-pci", "remove_id", "1000 0", served)
+    take(book, "vfio-pci", "new_id", "10de 9999", book.merge(vfio))
     assert len(book.dynids["vfio-pci"]) == MAX_DYNIDS
 
 

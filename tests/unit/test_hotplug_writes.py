@@ -8,12 +8,12 @@ import errno
 
 import pytest
 
+from mokkafs.model.sysfs import StoreKey
 from mokkafs.state import State
 from mokkafs.surfaces.dev import char_devices
 from mokkafs.writes.attributes import WriteRefused
-from mokkafs.writes.stores import writable
 from tests.helpers.profiles import H100_GPU0, H100_NIC0, device_path, state_of, tree_of
-from tests.helpers.write_book import written
+from tests.helpers.write_book import store_of, written
 
 GPU = H100_GPU0
 
@@ -24,13 +24,17 @@ def h100() -> State:
 
 
 
-def test_the_stores() -> None:
-    assert writable(f"sys/devices/pci0000:00/{GPU}", "remove")
-    assert writable(f"sys/devices/pci0000:00/{GPU}", "rescan")
-    assert writable("sys/bus/pci", "rescan")
-    assert not writable("sys/bus/pci/slots", "remove")
-    assert writable("sys/devices/pci0000:00/0000:00:01.0/pci_bus/0000:1b", "rescan")
-    assert not writable("sys/devices/pci0000:00/0000:00:01.0/other/0000:1b", "rescan")
+def test_the_stores(h100: State) -> None:
+    tree = tree_of(h100)
+    for name in ("remove", "rescan"):
+        assert store_of(tree, f"{device_path(GPU)}/{name}") == StoreKey(GPU, name)
+    assert store_of(tree, "sys/bus/pci/rescan") == StoreKey("pci", "rescan")
+    bridge = h100.function(h100.function(GPU).parent or "")
+    assert bridge.bridge is not None
+    bus = f"{GPU[:4]}:{bridge.bridge.secondary:02x}"
+    assert store_of(tree, f"{bridge.path}/pci_bus/{bus}/rescan") == StoreKey(bus, "rescan")
+    for path in (f"{device_path(GPU)}/reset", f"{bridge.path}/pci_bus/{bus}/uevent"):
+        assert store_of(tree, path) is None, path
 
 
 def test_a_removed_gpu_leaves_every_surface_and_comes_back(h100: State) -> None:

@@ -105,9 +105,7 @@ NEVER_IMPORTS = {("cli", part) for part, rank in RANKS.items()
                  if rank < RANKS["delivery"] and part not in CLI_MAY_IMPORT} | {
                      ("serve", "faults.book"), ("serve", "layers.mig"), ("serve", "layers.kept")}
 
-WRITE_STORE = "issue 38 item 3: fuse/ forwards (key, bytes) to the write store it is given"
-DEBTS = {
-    ("mokkafs.fuse.writes", "writes"): WRITE_STORE,
+DEBTS: dict[tuple[str, str], str] = {
 }
 
 

@@ -5,11 +5,14 @@ needs until the answer comes."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
 import trio
 
+from mokkafs.fuse.writes import Caller
+from mokkafs.model.sysfs import StoreKey
 from mokkafs.serve import writes
 from mokkafs.serve.writes import Writer
 from mokkafs.surfaces import SURFACES
@@ -18,6 +21,9 @@ from mokkafs.tree.build import inode_of
 from tests.helpers.kernel import FakeKernel
 from tests.helpers.profiles import H100_NIC0, state_of
 from tests.helpers.swapper import swapper_of
+
+NUMVFS = StoreKey(H100_NIC0, "sriov_numvfs")
+ROOT = Caller(0, 0, os.getpid())
 
 
 class HeldKernel(FakeKernel):
@@ -53,7 +59,7 @@ def store_four_vfs(kernel: HeldKernel, release_after_asked: bool) -> list[bool]:
         answered = trio.Event()
 
         async def write() -> None:
-            await writer.store(H100_NIC0, "sriov_numvfs", "4\n")
+            assert await writer.store(NUMVFS, b"4\n", ROOT) == 0
             answered.set()
 
         async with trio.open_nursery() as nursery:
@@ -113,7 +119,7 @@ def test_a_write_does_not_wait_for_its_own_pages(monkeypatch: pytest.MonkeyPatch
         swapper.teller.invalidator.kernel = kernel
         try:
             with trio.fail_after(30):  # far below the bound
-                await Writer(swapper).store(H100_NIC0, "sriov_numvfs", "4\n")
+                assert await Writer(swapper).store(NUMVFS, b"4\n", ROOT) == 0
             entries = [args for kind, args, _ in kernel.calls if kind == "entry"]
             assert any(name == b"virtfn0" for _, name, _ in entries)  # the listing was told
         finally:
