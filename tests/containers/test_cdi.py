@@ -251,6 +251,10 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
                         str(out)], check=True, cwd=REPO, timeout=60)
         written = json.loads(out.read_text())
         assert written["cdiVersion"] == version
+        # the same devices as the daemon's, the nvml device's library named by the same version
+        assert [d["name"] for d in written["devices"]] == [d["name"] for d in spec["devices"]]
+        nvml = [d for d in written["devices"] if d["name"] == "nvml"]
+        assert nvml == [d for d in spec["devices"] if d["name"] == "nvml"]
         validate(written)
         validate(written, UPSTREAM_SCHEMA)
     mount = h100_node.mount
