@@ -5,6 +5,8 @@
  *   mokkafs-hook bind HOST CONTAINERPATH [HOST CONTAINERPATH ...]   (OCI state on stdin)
  *   mokkafs-hook record DIR                                          (OCI state on stdin)
  *   mokkafs-hook forget DIR                                          (OCI state on stdin)
+ *   mokkafs-hook link TARGET LINK [TARGET LINK ...]                  (OCI state on stdin)
+ *   mokkafs-hook ldcache DIR [DIR ...]                               (OCI state on stdin)
  *
  * bind, a createContainer hook, binds host paths over paths inside the container, where the
  * runtime itself will not mount (runc refuses anything inside /proc).
@@ -23,6 +25,19 @@
  * the view's dentries, and the kernel then detaches the mounts on them (d_invalidate), the
  * container's /sys/fs/cgroup among them. forget, a poststop hook, removes the record. Neither
  * fails the container: a record that cannot be made is reported and skipped.
+ *
+ * link and ldcache, createContainer hooks, do for mokkafs's NVML library what NVIDIA's
+ * container toolkit's create-symlinks and update-ldcache hooks do for the driver's libraries
+ * (docs/nvml.md). link makes each LINK, an absolute path in the container, a symbolic link to
+ * TARGET, a name in the same directory (libnvidia-ml.so.1 -> libnvidia-ml.so.<version>). A
+ * link of the image's at LINK is replaced; anything else there is left, with a note. ldcache
+ * runs the host's ldconfig (a fixed path: /sbin/ldconfig.real, Ubuntu's binary behind its
+ * /sbin/ldconfig script, else /sbin/ldconfig) over the container's /etc/ld.so.conf and each
+ * DIR, writing the container's /etc/ld.so.cache. Both work in a child process chrooted into
+ * the container's root, so every path, and every link the image holds, resolves inside it;
+ * ldconfig is opened before the chroot and run with no environment (fexecve: glibc's ldconfig
+ * is static, it needs nothing of the container's). Neither fails the container: what cannot
+ * be done is reported and skipped (the library stays mounted at its versioned name).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,6 +49,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* The string at object.key, or NULL. Owned by `object`. */
@@ -189,6 +205,84 @@ static int forget(const char *dir) {
     return 0;
 }
 
+/* Runs work(argv) in a child chrooted into the container's root, ended after `seconds`.
+   Returns the child's exit status, or 1. */
+static int in_root(const char *root, int (*work)(char **), char **argv, unsigned seconds) {
+    pid_t pid = fork();
+    if (pid < 0)
+        return fail("fork", NULL);
+    if (pid == 0) {
+        alarm(seconds);  /* kept across fexecve: a hung ldconfig is ended */
+        if (chroot(root) != 0 || chdir("/") != 0)
+            _exit(fail("cannot enter the container's root", root));
+        _exit(work(argv));
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return fail("waitpid", NULL);
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    fprintf(stderr, "mokkafs-hook: ended by signal %d\n", WTERMSIG(status));
+    return 1;
+}
+
+/* In the container's root: each LINK (absolute) a link to TARGET (a name beside it). */
+static int make_links(char **pairs) {
+    int failed = 0;
+    for (; pairs[0] && pairs[1]; pairs += 2) {
+        const char *target = pairs[0], *link = pairs[1];
+        char tmp[PATH_MAX];
+        struct stat st;
+        if (link[0] != '/' || !target[0] || strchr(target, '/') || strcmp(target, ".") == 0 ||
+            strcmp(target, "..") == 0) {
+            errno = EINVAL;
+            failed |= fail("not a name and an absolute path:", link);
+            continue;
+        }
+        if (lstat(link, &st) == 0 && !S_ISLNK(st.st_mode)) {
+            fprintf(stderr, "mokkafs-hook: %s is in the image and not a link; left\n", link);
+            continue;
+        }
+        if (snprintf(tmp, sizeof tmp, "%s.mokkafs-hook", link) >= (int)sizeof tmp) {
+            errno = ENAMETOOLONG;
+            failed |= fail("link path", link);
+            continue;
+        }
+        unlink(tmp);
+        if (symlink(target, tmp) != 0 || rename(tmp, link) != 0) {
+            failed |= fail("cannot make the link", link);
+            unlink(tmp);
+        }
+    }
+    return failed;
+}
+
+/* The host's ldconfig, opened before the chroot (-1: none). Fixed paths, no search. */
+static int open_ldconfig(void) {
+    static const char *const paths[] = {"/sbin/ldconfig.real", "/sbin/ldconfig"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+    }
+    return -1;
+}
+
+static int ldconfig_fd = -1;
+
+/* In the container's root: ldconfig over its /etc/ld.so.conf and the directories given. */
+static int run_ldconfig(char **dirs) {
+    char *argv[64] = {"ldconfig", "-C", "/etc/ld.so.cache", "-f", "/etc/ld.so.conf"};
+    size_t n = 5;
+    for (; *dirs && n + 1 < sizeof argv / sizeof *argv; dirs++)
+        argv[n++] = *dirs;
+    argv[n] = NULL;
+    char *no_env[] = {NULL};
+    fexecve(ldconfig_fd, argv, no_env);
+    return fail("cannot run the host's ldconfig in the container", NULL);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "record") == 0) {
         record(argv[2]);  /* never fails the container: only its restart survival is less */
@@ -198,12 +292,28 @@ int main(int argc, char **argv) {
         forget(argv[2]);
         return 0;
     }
+    char root[PATH_MAX];
+    /* Never fail the container: without them the library is still mounted, by its file name. */
+    if (argc >= 4 && argc % 2 == 0 && strcmp(argv[1], "link") == 0) {
+        if (container_root(root) != 0 || in_root(root, make_links, argv + 2, 10) != 0)
+            fprintf(stderr, "mokkafs-hook: links not all made\n");
+        return 0;
+    }
+    if (argc >= 3 && strcmp(argv[1], "ldcache") == 0) {
+        ldconfig_fd = open_ldconfig();
+        if (ldconfig_fd < 0)
+            fail("no ldconfig at /sbin/ldconfig.real or /sbin/ldconfig; linker cache not "
+                 "updated", NULL);
+        else if (container_root(root) != 0 || in_root(root, run_ldconfig, argv + 2, 30) != 0)
+            fprintf(stderr, "mokkafs-hook: the container's linker cache was not updated\n");
+        return 0;
+    }
     if (argc < 4 || argc % 2 != 0 || strcmp(argv[1], "bind") != 0) {
         fprintf(stderr, "usage: mokkafs-hook bind HOST CONTAINERPATH [HOST CONTAINERPATH ...]"
-                        " | record DIR | forget DIR  (OCI state on stdin)\n");
+                        " | record DIR | forget DIR | link TARGET LINK [TARGET LINK ...]"
+                        " | ldcache DIR [DIR ...]  (OCI state on stdin)\n");
         return 2;
     }
-    char root[PATH_MAX];
     if (container_root(root) != 0)
         return 1;
     for (int i = 2; i + 1 < argc; i += 2) {

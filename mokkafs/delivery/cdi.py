@@ -18,7 +18,11 @@ Devices of kind ``mokkafs.io/node``:
   only while the view serves the machine;
 - ``nvidia``: the NVIDIA driver's nodes only (/dev/nvidia*, /dev/nvidia-caps/*);
 - ``infiniband``: the /dev/infiniband nodes only;
-- ``kmsg``: the view's kernel log at /dev/kmsg only (``all`` binds it too; docs/kmsg.md).
+- ``kmsg``: the view's kernel log at /dev/kmsg only (``all`` binds it too; docs/kmsg.md);
+- ``nvml``: mokkafs's NVML library where NVIDIA's container toolkit puts the driver's, with its
+  links and the container's linker cache made by createContainer hooks, and NVML's own place at
+  /run/mokkafs-nvml (``all`` gives it too); only while the view serves that place
+  (docs/nvml.md).
 
 A daemon publishes its spec through ``mokkafs.delivery.publisher``; ``mokkafs.delivery.mounts``
 checks a serving mount before a spec hands it to containers.
@@ -29,13 +33,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
+import re
 from pathlib import Path
 from typing import Any
 
+from mokkafs.delivery.nvml import LIBRARY_DIR
+from mokkafs.delivery.nvml import SONAME as NVML_SONAME
 from mokkafs.delivery.reattach import PROPAGATED
 from mokkafs.delivery.records import RECORDS
 from mokkafs.errors import CdiError, UsageError
 from mokkafs.surfaces import ROOTS, kmsg, proc_cpu_mem, proc_devices
+from mokkafs.surfaces.nvml import ROOT as NVML_PLACE
 from mokkafs.tree.roots import Root
 
 log = logging.getLogger(__name__)
@@ -80,6 +89,48 @@ def hook_path() -> str:
     return str(found)
 
 
+def package_nvml_library() -> str:
+    """mokkafs's NVML library built into the package (native/nvml/; mokkafs.delivery.nvml)."""
+    found = LIBRARY_DIR.resolve() / NVML_SONAME
+    if not found.is_file():
+        raise CdiError(f"mokkafs's NVML library ({found}) is not built; reinstall mokkafs "
+                       "(pip install . compiles native/)")
+    return str(found)
+
+
+# A driver version as a file name may carry it (550.163.01): anything else is not at hand.
+PLAIN_VERSION = re.compile(r"[0-9]+(\.[0-9]+)*")
+# Debian's multiarch triplet of a machine (uname -m) where it is not "<machine>-linux-gnu".
+TRIPLETS = {"ppc64le": "powerpc64le-linux-gnu", "armv7l": "arm-linux-gnueabihf"}
+
+
+def nvml_edits(mnt: str, hook: str, library: str, driver: str, machine: str,
+               ) -> dict[str, Any]:
+    """The ``nvml`` device's edits (docs/nvml.md): the library bound read-only where NVIDIA's
+    container toolkit binds the driver's on a Debian or Ubuntu node (the host's multiarch
+    directory, the same path in the container), named by the view's driver version as the
+    driver's file is, or by its soname when the version is not a plain one; the links the
+    toolkit's hooks make (the soname, and the unversioned name nvtop opens); the container's
+    linker cache updated over that directory, as the toolkit's update-ldcache hook does; and
+    NVML's own place, read-only at /run/mokkafs-nvml."""
+    lib_dir = f"/usr/lib/{TRIPLETS.get(machine, f'{machine}-linux-gnu')}"
+    name = f"libnvidia-ml.so.{driver}" if PLAIN_VERSION.fullmatch(driver) else NVML_SONAME
+    links = [(name, NVML_SONAME)] if name != NVML_SONAME else []
+    links.append((NVML_SONAME, "libnvidia-ml.so"))
+    return {"mounts": [
+        # not noexec: the library is mapped executable
+        {"hostPath": library, "containerPath": f"{lib_dir}/{name}",
+         "options": ["bind", "ro", "nosuid", "nodev"]},
+        {"hostPath": f"{mnt}/{NVML_PLACE}", "containerPath": f"/{NVML_PLACE}",
+         "options": ["bind", "ro", "nosuid", "nodev", "noexec"]}],
+        "hooks": [
+            {"hookName": "createContainer", "path": hook, "args": [
+                "mokkafs-hook", "link",
+                *(arg for target, link in links for arg in (target, f"{lib_dir}/{link}"))]},
+            {"hookName": "createContainer", "path": hook,
+             "args": ["mokkafs-hook", "ldcache", lib_dir]}]}
+
+
 def spec_file_name(kind: str) -> str:
     """``mokkafs.io/node`` -> ``mokkafs.io_node.json``: one file per kind."""
     return kind.replace("/", "_") + ".json"
@@ -87,9 +138,12 @@ def spec_file_name(kind: str) -> str:
 
 def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT_VERSION,
                hook: str | None = None, kind: str = KIND, machine: bool = True,
+               nvml_driver: str | None = None, nvml_library: str | None = None,
                ) -> dict[str, Any]:
     """The spec of the view at ``mountpoint``: ``nodes`` its character devices, ``machine``
-    whether it serves the machine's /proc files (``State.machine.shown``)."""
+    whether it serves the machine's /proc files (``State.machine.shown``), ``nvml_driver``
+    the driver version while it serves NVML's own place (None: it does not), ``nvml_library``
+    the NVML library's path on the host (default: the package's)."""
     if version not in VERSIONS:
         raise UsageError(f"--cdi-version {version}: expected one of {', '.join(VERSIONS)}")
     mnt = os.path.abspath(mountpoint)
@@ -141,8 +195,14 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         return {"name": name, "containerEdits": {k: v for k, v in edits.items() if v}}
 
     proc = PROC + PROC_MACHINE if machine else PROC
+    nvml_device: dict[str, Any] = {"mounts": [], "hooks": []}
+    if nvml_driver is not None:
+        nvml_device = nvml_edits(mnt, hook or hook_path(),
+                                 nvml_library or package_nvml_library(), nvml_driver,
+                                 platform.machine())
     devices = [
-        device("all", mounts=[parent, sys_mount, kernel_log], hooks=[proc_hook(*proc), *records],
+        device("all", mounts=[parent, sys_mount, kernel_log, *nvml_device["mounts"]],
+               hooks=[proc_hook(*proc), *nvml_device["hooks"], *records],
                deviceNodes=device_nodes),
         device("sys", mounts=[parent, sys_mount], hooks=records),
         device("proc", hooks=[proc_hook(*proc)]),
@@ -154,6 +214,8 @@ def build_spec(mountpoint: Path, nodes: list[DeviceNode], version: str = DEFAULT
         devices.append(device("proc-machine", hooks=[proc_hook(*PROC_MACHINE)]))
         devices.append(device("proc-machine-mount", mounts=proc_mounts(*PROC_MACHINE)))
     devices.append(device("kmsg", mounts=[kernel_log]))
+    if nvml_driver is not None:
+        devices.append(device("nvml", **nvml_device))
     if nvidia:
         devices.append(device("nvidia", deviceNodes=nvidia))
     if infiniband:

@@ -1,15 +1,18 @@
 """A serving mount, as the commands that hand it to containers check it: that it serves, what
-character devices and /proc files it serves, and that its parent may be given away."""
+character devices, /proc files and NVML place it serves, and that its parent may be given
+away."""
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 from mokkafs.delivery.cdi import PROC_MACHINE, DeviceNode
 from mokkafs.errors import CdiError, MountError
 from mokkafs.host.mountinfo import FSTYPE, mounted_at
+from mokkafs.surfaces.nvml import ROOT as NVML_PLACE
 
 
 def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
@@ -31,6 +34,19 @@ def served_device_nodes(mountpoint: Path) -> list[DeviceNode]:
 def serves_machine(mountpoint: Path) -> bool:
     """Whether a serving mount serves the machine's /proc files (``PROC_MACHINE``)."""
     return all((mountpoint / "proc" / name).is_file() for name in PROC_MACHINE)
+
+
+def served_nvml_driver(mountpoint: Path) -> str | None:
+    """The driver version a serving mount's proc/driver/nvidia/version names, while it serves
+    NVML's place (None: it does not; "": no version could be read)."""
+    if not (mountpoint / NVML_PLACE).is_dir():
+        return None
+    try:
+        text = (mountpoint / "proc/driver/nvidia/version").read_text()
+    except OSError:
+        return ""
+    found = re.search(r"  ([0-9][0-9.]*)  ", text.split("\n", 1)[0])
+    return found.group(1) if found else ""
 
 
 def require_serving(mountpoint: Path) -> None:

@@ -18,6 +18,7 @@ from mokkafs.delivery.cdi import (
     DeviceNode,
     build_spec,
     hook_path,
+    package_nvml_library,
     spec_file_name,
     validate,
 )
@@ -46,12 +47,14 @@ class Publisher:
 
     def __init__(self, cdi_dir: Path, mountpoint: Path, version: str = DEFAULT_VERSION,
                  kind: str = KIND, hook: str | None = None,
-                 record: Callable[[SpecRef | None], None] = lambda ref: None) -> None:
+                 record: Callable[[SpecRef | None], None] = lambda ref: None,
+                 nvml_library: str | None = None) -> None:
         self.path = Path(os.path.abspath(cdi_dir)) / spec_file_name(kind)
         self.mountpoint = mountpoint
         self.version = version
         self.kind = kind
         self.hook = hook or hook_path()
+        self.nvml_library = nvml_library or package_nvml_library()
         self.record = record
         self.dir: SpecDir | None = None
         self.sha256: str | None = None  # what the spec holds, as this daemon wrote it
@@ -73,12 +76,15 @@ class Publisher:
                            "it wrote; mokkafs replaces only its own: remove it if it is a "
                            "stale mokkafs spec, or choose another --cdi-kind")
 
-    def publish(self, nodes: list[DeviceNode], machine: bool = True) -> None:
+    def publish(self, nodes: list[DeviceNode], machine: bool = True,
+                nvml_driver: str | None = None) -> None:
         """Write the spec (unless retracted for good) of a view with the character devices
-        ``nodes``, serving the machine if ``machine``. Raises ``CdiError``."""
+        ``nodes``, serving the machine if ``machine`` and NVML's place with the driver
+        ``nvml_driver`` if not None. Raises ``CdiError``."""
         if self.closed or self.dir is None:
             return
-        spec = build_spec(self.mountpoint, nodes, self.version, self.hook, self.kind, machine)
+        spec = build_spec(self.mountpoint, nodes, self.version, self.hook, self.kind, machine,
+                          nvml_driver, self.nvml_library)
         validate(spec)
         data = (json.dumps(spec, indent=2) + "\n").encode()
         held = self.dir

@@ -27,6 +27,7 @@ class CdiConfig:
     version: str
     kind: str
     hook: str | None = None
+    nvml: str | None = None  # the NVML library's path on the host (default: the package's)
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,8 @@ async def _serve(config: Config, wiring: Wiring, owned: Owned) -> None:
         check_parent(config.mountpoint)
         publisher = Publisher(config.cdi.dir, config.mountpoint, config.cdi.version,
                               config.cdi.kind, config.cdi.hook,
-                              record=lambda ref: owned.update(spec=ref))
+                              record=lambda ref: owned.update(spec=ref),
+                              nvml_library=config.cdi.nvml)
         publisher.prepare()
 
     async with contextlib.AsyncExitStack() as stack:

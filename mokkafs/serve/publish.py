@@ -12,7 +12,7 @@ from mokkafs.delivery import host_dev
 from mokkafs.delivery.publisher import Publisher
 from mokkafs.serve.owned import Owned
 from mokkafs.state import State
-from mokkafs.surfaces import nvidia_dev
+from mokkafs.surfaces import nvidia_dev, nvml
 from mokkafs.surfaces.dev import char_devices
 from mokkafs.surfaces.proc_devices import host_majors
 
@@ -54,8 +54,14 @@ def publish_to(publisher: Publisher | None, host_sync: Callable[[State], None] |
         if host_sync is not None:
             host_sync(state)
         if publisher is not None:
-            publisher.publish(spec_nodes(state), state.machine.shown)
+            publish_spec(publisher, state)
     return publish
+
+
+def publish_spec(publisher: Publisher, state: State) -> None:
+    """The CDI spec of the view of ``state``. Raises ``CdiError``."""
+    publisher.publish(spec_nodes(state), state.machine.shown,
+                      state.driver.version if nvml.served(state) else None)
 
 
 def spec_nodes(state: State) -> list[tuple[str, int, int, int]]:

@@ -26,7 +26,7 @@ from mokkafs.serve.control import serve_control
 from mokkafs.serve.faults import FaultScheduler
 from mokkafs.serve.kmsg import KmsgMount
 from mokkafs.serve.notify import sd_notify
-from mokkafs.serve.publish import spec_nodes
+from mokkafs.serve.publish import publish_spec
 from mokkafs.serve.swap import Swapper
 from mokkafs.source import Update
 from mokkafs.state import State
@@ -152,7 +152,7 @@ class Running:
         if self.publisher is not None:
             try:
                 effective = self.swapper.effective
-                self.publisher.publish(spec_nodes(effective), effective.machine.shown)
+                publish_spec(self.publisher, effective)
             except Exception as exc:
                 # Asked to give containers the mount and unable to: stop cleanly, loudly.
                 self.failure = exc

@@ -37,7 +37,7 @@ def wire(args: argparse.Namespace, clock: Clock = time.monotonic) -> tuple[Confi
         health=args.health, control=args.control,
         state_dir=args.state_dir or (args.control.parent if args.control else None),
         cdi=CdiConfig(args.cdi_dir, args.cdi_version or DEFAULT_VERSION, args.cdi_kind,
-                      args.cdi_hook) if args.cdi_dir else None,
+                      args.cdi_hook, args.cdi_nvml) if args.cdi_dir else None,
         runtime_dir=args.runtime_dir, nonempty=args.nonempty, writable=args.writable,
         host_dev=args.host_dev_root if args.host_dev else None)
     at_this_moment = options(args, clock)

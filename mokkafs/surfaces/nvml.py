@@ -102,10 +102,16 @@ def gpu_file(path: str, gpu: GpuInfo, state: State) -> File:
     return File(path, text, quantum=state.counter_quantum)
 
 
+def served(state: State) -> bool:
+    """Whether the view has NVML's place: while the driver has a GPU (the CDI spec's ``nvml``
+    device comes and goes with it)."""
+    return bool(state.driven_gpus())
+
+
 def nodes(state: State) -> Iterator[Node]:
-    gpus = state.driven_gpus()
-    if not gpus:
+    if not served(state):
         return
+    gpus = state.driven_gpus()
     yield Dir("run")
     yield Dir(ROOT)
     cuda = state.driver.cuda_version

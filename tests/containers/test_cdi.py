@@ -233,14 +233,15 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == h100_node.kind
     assert [d["name"] for d in spec["devices"]] == [
         "all", "sys", "proc", "proc-mount", "proc-devices", "proc-devices-mount",
-        "proc-machine", "proc-machine-mount", "kmsg", "nvidia", "infiniband"]
+        "proc-machine", "proc-machine-mount", "kmsg", "nvml", "nvidia", "infiniband"]
     nodes = {n["path"]: (n["major"], n["minor"]) for n in spec["devices"][-1][
         "containerEdits"]["deviceNodes"]}
     assert nodes["/dev/infiniband/rdma_cm"] == (10, 56)
     # each device that mounts /sys records the container's mounts (restart survival)
     hooks = {d["name"]: [h["args"][1] for h in d["containerEdits"].get("hooks", [])]
              for d in spec["devices"]}
-    assert hooks["all"] == ["bind", "record", "forget"] and hooks["sys"] == ["record", "forget"]
+    assert hooks["all"] == ["bind", "link", "ldcache", "record", "forget"]
+    assert hooks["sys"] == ["record", "forget"]
     validate(spec)
     validate(spec, UPSTREAM_SCHEMA)
     for version in ("0.5.0", "0.8.0"):
@@ -250,6 +251,10 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
                         str(out)], check=True, cwd=REPO, timeout=60)
         written = json.loads(out.read_text())
         assert written["cdiVersion"] == version
+        # the same devices as the daemon's, the nvml device's library named by the same version
+        assert [d["name"] for d in written["devices"]] == [d["name"] for d in spec["devices"]]
+        nvml = [d for d in written["devices"] if d["name"] == "nvml"]
+        assert nvml == [d for d in spec["devices"] if d["name"] == "nvml"]
         validate(written)
         validate(written, UPSTREAM_SCHEMA)
     mount = h100_node.mount
@@ -355,6 +360,8 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
                 assert read("/sys/bus/pci/devices/0000:1b:00.0/device").stdout == "0x2330\n"
                 assert "235 nvidia-caps-imex-channels" in read("/proc/devices").stdout
                 assert read("/sys/class/infiniband/mlx5_0/fw_ver").stdout == "28.39.2048\n"
+                assert "0000:1b:00.0" in podman("exec", name, "ls",
+                                                "/run/mokkafs-nvml/gpus").stdout.split()
                 assert "re-attached" in live.log_text()
                 # the runtime's own mounts over /sys (its masks, the cgroup filesystem) too,
                 # read-only where they were: the container's own cgroup, the masks empty

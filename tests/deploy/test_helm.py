@@ -71,6 +71,8 @@ def test_default_values() -> None:
     assert ports["health"] != ports["metrics"]
     assert "--node-name=$(NODE_NAME)" in c["args"]
     assert "--cdi-hook=/opt/mokkafs/bin/mokkafs-hook" in c["args"]
+    # the NVML library the spec binds into pods: the node's copy, not the pod's
+    assert "--cdi-nvml=/opt/mokkafs/lib/libnvidia-ml.so.1" in c["args"]
     assert c["args"][-1] == "/run/mokkafs/node"
     assert "--no-infiniband" not in c["args"]
     # run-time faults outlive the pod and the node's boot
@@ -80,6 +82,11 @@ def test_default_values() -> None:
                                             "type": "DirectoryOrCreate"}
     init = pod["initContainers"][0]
     assert "/host-hook/mokkafs-hook" in init["command"][-1]
+    assert "/usr/local/lib/mokkafs/libnvidia-ml.so.1 /host-lib/libnvidia-ml.so.1" \
+        in init["command"][-1]
+    assert {m["name"]: m["mountPath"] for m in init["volumeMounts"]}["nvml-lib"] == "/host-lib"
+    assert volumes["nvml-lib"]["hostPath"] == {"path": "/opt/mokkafs/lib",
+                                               "type": "DirectoryOrCreate"}
     assert "mkdir -p /run/mokkafs/node" in init["command"][-1]
 
 

@@ -45,15 +45,15 @@ def test_image_carries_daemon_shim_hook_and_profiles(image: str) -> None:
     assert {"a100", "b200", "gb200", "gb300", "h100", "h100-mig", "h200", "l40s",
             "t4"} <= set(names)
     listing = podman("run", "--rm", *RUN, "--entrypoint", "ls", image, "-L",
-                     "/usr/local/bin/mokkafs-hook", "/usr/local/lib/libmokkafs-preload.so"
-                     ).stdout.split()
-    assert len(listing) == 2
+                     "/usr/local/bin/mokkafs-hook", "/usr/local/lib/libmokkafs-preload.so",
+                     "/usr/local/lib/mokkafs/libnvidia-ml.so.1").stdout.split()
+    assert len(listing) == 3
 
 
 @pytest.fixture
 def host_dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """A shared host directory for the mount (what the chart's Bidirectional hostPath gives),
-    and a host directory for the hook."""
+    and a host directory for the hook and the NVML library."""
     share, hooks = tmp_path / "mounts", tmp_path / "hooks"
     share.mkdir()
     hooks.mkdir()
@@ -72,10 +72,12 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
     kind = f"mokkafs-image-{secrets.token_hex(4)}.io/node"
     spec = CDI_DIR / (kind.replace("/", "_") + ".json")
     name = f"mokkafs-ds-{secrets.token_hex(3)}"
-    # the chart's init container: the static hook onto the node, and the mountpoint
+    # the chart's init container: the static hook and the NVML library onto the node, and the
+    # mountpoint
     podman("run", "--rm", *RUN, "-v", f"{hooks}:/host-hook", "-v", f"{share}:{share}",
            "--entrypoint", "sh", image, "-c", "install -m 0755 /usr/local/bin/mokkafs-hook "
-           f"/host-hook/mokkafs-hook && mkdir -p {share}/node")
+           "/host-hook/mokkafs-hook && install -m 0755 /usr/local/lib/mokkafs/libnvidia-ml.so.1 "
+           f"/host-hook/libnvidia-ml.so.1 && mkdir -p {share}/node")
     try:
         podman("run", "-d", "--name", name, *RUN, "--privileged", "--pid", "host",
                "-v", "/dev/fuse:/dev/fuse", "-v", f"{share}:{share}:rshared",
@@ -83,7 +85,8 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
                "-e", f"{CACHE_MODE_ENV}={mode}", image, "mount",
                "--profile", "h100", "--node-name", "ds-node", "--host-sysfs", "auto",
                "--cdi-dir", str(CDI_DIR), "--cdi-kind", kind, "--cdi-version", "0.5.0",
-               "--cdi-hook", str(hooks / "mokkafs-hook"), f"{share}/node")
+               "--cdi-hook", str(hooks / "mokkafs-hook"),
+               "--cdi-nvml", str(hooks / "libnvidia-ml.so.1"), f"{share}/node")
         wait_for(lambda: spec.exists(), 60, "the daemon in its container to publish a spec")
         assert is_mounted(share / "node")  # the container's mount reached the host
         assert json.loads(spec.read_text())["kind"] == kind

@@ -28,9 +28,17 @@ from tests.helpers.workers import run_lock
 IMAGE = "localhost/mokkafs-test-hostroot"  # imported once per content (hosttools_image)
 CDI_DIR = Path("/var/run/cdi")  # podman 4.3 reads only /etc/cdi and /var/run/cdi
 RUN = ["--runtime", "runc", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
-HOST_TOOLS = ["-v", "/usr:/usr:ro", "-v", "/etc/ld.so.cache:/etc/ld.so.cache:ro",
+# The host's /usr as a writable overlay (what a container writes there is dropped with it): the
+# CDI spec's nvml device binds mokkafs's NVML below /usr/lib and links it there, as in an image's
+# root. The host's linker cache, read-only: the ldcache hook cannot replace it and says so.
+HOST_TOOLS = ["-v", "/usr:/usr:O", "-v", "/etc/ld.so.cache:/etc/ld.so.cache:ro",
               "-v", "/etc/libibverbs.d:/etc/libibverbs.d:ro",
               "-v", "/etc/alternatives:/etc/alternatives:ro"]
+# The same as an image's own tools: the linker's configuration but not its cache, which the
+# ldcache hook makes for the container (tests/containers/test_nvml.py).
+IMAGE_TOOLS = ["-v", "/usr:/usr:O", "-v", "/etc/ld.so.conf:/etc/ld.so.conf:ro",
+               "-v", "/etc/ld.so.conf.d:/etc/ld.so.conf.d:ro",
+               "-v", "/etc/alternatives:/etc/alternatives:ro"]
 
 
 def podman(*args: str, timeout: float = 180, check: bool = True,
@@ -42,7 +50,7 @@ def podman(*args: str, timeout: float = 180, check: bool = True,
 @pytest.fixture(scope="session")
 def hosttools_image(tmp_path_factory: pytest.TempPathFactory) -> str:
     """An image whose root holds only mountpoints and links into /usr, which each container
-    binds read-only from the host: every installed consumer, no image registry. The run's
+    takes from the host (HOST_TOOLS): every installed consumer, no image registry. The run's
     workers take turns to check it (two imports at once would each move the tag)."""
     with run_lock(tmp_path_factory, "hosttools-image"):
         return _hosttools_image()

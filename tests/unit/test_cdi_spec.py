@@ -54,3 +54,49 @@ def test_a_view_without_the_machine_binds_neither() -> None:
 @pytest.mark.parametrize("machine", [True, False])
 def test_both_specs_match_the_cdi_projects_schema(machine: bool) -> None:
     validate(build_spec(MNT, NODES, hook="/bin/true", machine=machine), UPSTREAM_SCHEMA)
+
+
+LIB = "/opt/mokkafs/lib/libnvidia-ml.so.1"
+MULTIARCH = "/usr/lib/x86_64-linux-gnu"
+
+
+def nvml_spec(driver: str | None) -> dict[str, Any]:
+    spec = build_spec(MNT, NODES, hook="/bin/true", nvml_driver=driver, nvml_library=LIB)
+    validate(spec)
+    validate(spec, UPSTREAM_SCHEMA)
+    return spec
+
+
+def test_nvml_gives_the_library_where_the_toolkit_puts_the_drivers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    by_name = edits(nvml_spec("550.163.01"))
+    nvml = by_name["nvml"]
+    assert nvml["mounts"] == [
+        {"hostPath": LIB, "containerPath": f"{MULTIARCH}/libnvidia-ml.so.550.163.01",
+         "options": ["bind", "ro", "nosuid", "nodev"]},
+        {"hostPath": f"{MNT}/run/mokkafs-nvml", "containerPath": "/run/mokkafs-nvml",
+         "options": ["bind", "ro", "nosuid", "nodev", "noexec"]}]
+    assert [h["args"] for h in nvml["hooks"]] == [
+        ["mokkafs-hook", "link", "libnvidia-ml.so.550.163.01", f"{MULTIARCH}/libnvidia-ml.so.1",
+         "libnvidia-ml.so.1", f"{MULTIARCH}/libnvidia-ml.so"],
+        ["mokkafs-hook", "ldcache", MULTIARCH]]
+    assert {h["hookName"] for h in nvml["hooks"]} == {"createContainer"}
+    # all: the same mounts after its own, the links and the cache after the /proc binds
+    assert by_name["all"]["mounts"][-2:] == nvml["mounts"]
+    assert [h["args"][1] for h in by_name["all"]["hooks"]] == [
+        "bind", "link", "ldcache", "record", "forget"]
+
+
+def test_nvml_keeps_the_soname_when_the_version_is_not_a_plain_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("platform.machine", lambda: "aarch64")
+    nvml = edits(nvml_spec("550.163.01/../x"))["nvml"]
+    lib_dir = "/usr/lib/aarch64-linux-gnu"
+    assert nvml["mounts"][0]["containerPath"] == f"{lib_dir}/libnvidia-ml.so.1"
+    assert nvml["hooks"][0]["args"][2:] == ["libnvidia-ml.so.1", f"{lib_dir}/libnvidia-ml.so"]
+
+
+def test_a_view_without_nvmls_place_has_no_nvml_device() -> None:
+    spec = nvml_spec(None)
+    assert "nvml" not in edits(spec) and "libnvidia-ml" not in json.dumps(spec)

@@ -12,6 +12,7 @@ from mokkafs.delivery.mounts import (
     check_parent,
     require_serving,
     served_device_nodes,
+    served_nvml_driver,
     serves_machine,
 )
 from mokkafs.delivery.publisher import write_atomically
@@ -37,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     require_share(args.mountpoint)
     spec = build_spec(args.mountpoint, served_device_nodes(args.mountpoint),
                       args.cdi_version or DEFAULT_VERSION, kind=args.cdi_kind,
-                      machine=serves_machine(args.mountpoint))
+                      machine=serves_machine(args.mountpoint),
+                      nvml_driver=served_nvml_driver(args.mountpoint))
     validate(spec)
     if args.output:
         write_atomically(spec, args.output)

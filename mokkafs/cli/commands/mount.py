@@ -56,6 +56,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     mount.add_argument("--cdi-hook", default=None, metavar="PATH",
                        help="the createContainer hook as the runtime sees it (default: the "
                             "one built into the package; a DaemonSet copies it to the node)")
+    mount.add_argument("--cdi-nvml", default=None, metavar="PATH",
+                       help="mokkafs's NVML library as the runtime sees it, for the spec's "
+                            "nvml device (default: the one built into the package; a "
+                            "DaemonSet copies it to the node)")
     mount.add_argument("--cache-mode", choices=("auto", "no-open", "keep-cache"),
                        default=None,
                        help="how the kernel caches the view: no-open (reads served by the "
