@@ -1,6 +1,7 @@
 """``mokkafs nvml-env``: the environment that points NVML consumers at a mount
 (docs/nvml.md). mokkafs's ``libnvidia-ml.so.1`` is built into the package's ``lib/`` at
-install time; it reads the view below ``MOKKAFS_ROOT``, the variable the preload shim reads."""
+install time; it reads the view below ``MOKKAFS_ROOT``, the variable the preload shim reads, and
+makes MIG changes through the daemon's control socket named by ``MOKKAFS_CONTROL``."""
 
 from __future__ import annotations
 
@@ -22,9 +23,14 @@ def library_dir() -> Path:
     return LIBRARY_DIR
 
 
-def environment(mountpoint: Path, current_library_path: str = "") -> dict[str, str]:
-    """``LD_LIBRARY_PATH`` with the library's directory first (the caller's after it), and
-    ``MOKKAFS_ROOT``, the mount."""
+def environment(mountpoint: Path, current_library_path: str = "",
+                control: Path | None = None) -> dict[str, str]:
+    """``LD_LIBRARY_PATH`` with the library's directory first (the caller's after it),
+    ``MOKKAFS_ROOT``, the mount, and with ``control`` ``MOKKAFS_CONTROL``, the daemon's control
+    socket (without it, NVML's MIG changes answer NO_PERMISSION)."""
     lib = str(library_dir())
     paths = [lib, *(p for p in current_library_path.split(":") if p and p != lib)]
-    return {"LD_LIBRARY_PATH": ":".join(paths), "MOKKAFS_ROOT": os.path.abspath(mountpoint)}
+    env = {"LD_LIBRARY_PATH": ":".join(paths), "MOKKAFS_ROOT": os.path.abspath(mountpoint)}
+    if control is not None:
+        env["MOKKAFS_CONTROL"] = os.path.abspath(control)
+    return env

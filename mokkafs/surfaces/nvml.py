@@ -4,6 +4,8 @@ that no kernel file holds. Never under ``sys`` or ``proc``, which stay faithful 
 - ``gpus/<bdf>``: one file per GPU the driver lists, ``key=value`` lines in NVML's units and
   enum numbers (docs/nvml.md has the keys). A key the profile cannot state is left out, and the
   library answers NOT_SUPPORTED for it.
+- MIG: each MIG-capable GPU's profile table and, in MIG mode, its instances
+  (``mokkafs.surfaces.nvml_mig``), from the State the capability files come from.
 - ``system``: what the node says through NVML alone (``cuda_driver_version`` where the profile
   states ``system.cuda_version``).
 
@@ -19,8 +21,9 @@ from dataclasses import dataclass
 
 from mokkafs import counters
 from mokkafs.model.nvml import ARCHITECTURES, BRANDS, GpuNvml
-from mokkafs.state import GpuInfo, State
+from mokkafs.state import GpuInfo, PciFunction, State
 from mokkafs.surfaces.nvml_links import fabric_values, link_values
+from mokkafs.surfaces.nvml_mig import mig_values
 from mokkafs.tree.assemble import stateless
 from mokkafs.tree.nodes import Dir, File, Node
 from mokkafs.tree.roots import own
@@ -89,11 +92,13 @@ class GpuText:
         return f"{self.fixed}energy={energy}\n".encode()
 
 
-def gpu_file(path: str, gpu: GpuInfo, state: State) -> File:
-    switches = tuple(sorted((fn for fn in state.functions if fn.kind == "nvswitch"),
-                            key=lambda fn: fn.bdf))  # in bus order
+def gpu_file(path: str, fn: PciFunction, state: State) -> File:
+    gpu = fn.gpu
+    assert gpu is not None
+    switches = tuple(sorted((f for f in state.functions if f.kind == "nvswitch"),
+                            key=lambda f: f.bdf))  # in bus order
     fixed = lines(fixed_values(gpu) + link_values(gpu.nvml, switches)
-                  + fabric_values(gpu.nvml, switches))
+                  + fabric_values(gpu.nvml, switches) + mig_values(fn, state.mig))
     draw = gpu.nvml.power_usage_mw
     if draw is None:  # no draw, no energy counter: nothing moves
         return File(path, fixed.encode())
@@ -118,9 +123,9 @@ def nodes(state: State) -> Iterator[Node]:
     yield File(f"{ROOT}/system", lines([("cuda_driver_version", cuda)]).encode())
     yield Dir(f"{ROOT}/gpus")
     for fn in gpus:
-        assert fn.gpu is not None
-        yield gpu_file(f"{ROOT}/gpus/{fn.bdf}", fn.gpu, state)
+        yield gpu_file(f"{ROOT}/gpus/{fn.bdf}", fn, state)
 
 
-SURFACE = stateless("nvml", nodes, ("functions", "driver", "started_at", "counter_quantum"),
+SURFACE = stateless("nvml", nodes,
+                    ("functions", "driver", "mig", "started_at", "counter_quantum"),
                     (own(ROOT),))

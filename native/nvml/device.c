@@ -71,9 +71,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *
         return ret;
     if (!uuid || !device)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (strncmp(uuid, "MIG-", 4) == 0)
+        return mig_handle_by_uuid(uuid, device);
     int n = gpus_list(bdfs, MAX_GPUS);
     for (int i = 0; i < n; i++) {
-        struct nvmlDevice_st probe;
+        struct nvmlDevice_st probe = {0};
         memcpy(probe.bdf, bdfs[i], sizeof(probe.bdf));
         if (gpu_info(&probe, "GPU UUID", found, sizeof(found)) == NVML_SUCCESS
             && strcmp(found, uuid) == 0)
@@ -137,16 +139,18 @@ NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *inde
     return n < 0 ? NVML_ERROR_UNKNOWN : NVML_ERROR_GPU_IS_LOST;
 }
 
-/* A text field of the information file into the caller's buffer */
+/* A text field of the information file into the caller's buffer; a MIG device's own */
 static nvmlReturn_t info_text(nvmlDevice_t device, const char *key, char *out,
                               unsigned int length)
 {
     char value[128];
-    nvmlReturn_t ret = handle_check(device);
+    nvmlReturn_t ret = handle_check_any(device);
     if (ret != NVML_SUCCESS)
         return ret;
     if (!out)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (device->mig)
+        return mig_device_text(device, key, out, length);
     ret = gpu_info(device, key, value, sizeof(value));
     return ret == NVML_SUCCESS ? copy_out(out, length, value) : ret;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The GPUs the driver lists (proc/driver/nvidia/gpus/<bdf>), in PCI order, and the handles.
- * A handle names a GPU by its sysfs bus ID and lives as long as the process: it stays valid
- * across swaps, and answers GPU_IS_LOST while its GPU is not in the view or has fallen off
- * the bus (its config space reads all ones). */
+ * A handle names a GPU by its sysfs bus ID (a MIG device's, its GPU's and its two instance
+ * IDs) and lives as long as the process: it stays valid across swaps, and answers GPU_IS_LOST
+ * while its GPU is not in the view or has fallen off the bus (its config space reads all
+ * ones). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -15,7 +16,8 @@
 
 #include "view.h"
 
-#define MAX_HANDLES 256 /* distinct bus IDs one process meets; a full table refuses more */
+/* distinct GPUs and MIG devices one process meets; a full table refuses more */
+#define MAX_HANDLES 1024
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct nvmlDevice_st handles[MAX_HANDLES];
@@ -93,20 +95,34 @@ int gpus_list(char bdfs[][BDF_SIZE], int max)
     return n;
 }
 
-nvmlDevice_t handle_of(const char *bdf)
+static nvmlDevice_t handle_made(const char *bdf, int mig, unsigned int gi, unsigned int ci)
 {
     nvmlDevice_t found = NULL;
     pthread_mutex_lock(&lock);
     for (unsigned int i = 0; i < used && !found; i++)
-        if (strcmp(handles[i].bdf, bdf) == 0)
+        if (strcmp(handles[i].bdf, bdf) == 0 && handles[i].mig == mig
+            && (!mig || (handles[i].gi == gi && handles[i].ci == ci)))
             found = &handles[i];
     if (!found && used < MAX_HANDLES && strlen(bdf) < BDF_SIZE) {
         found = &handles[used];
         memcpy(found->bdf, bdf, strlen(bdf) + 1);
+        found->mig = mig;
+        found->gi = gi;
+        found->ci = ci;
         used++;
     }
     pthread_mutex_unlock(&lock);
     return found;
+}
+
+nvmlDevice_t handle_of(const char *bdf)
+{
+    return handle_made(bdf, 0, 0, 0);
+}
+
+nvmlDevice_t mig_handle_of(const char *bdf, unsigned int gi, unsigned int ci)
+{
+    return handle_made(bdf, 1, gi, ci);
 }
 
 int gpu_present(const char *bdf)
@@ -119,6 +135,12 @@ int gpu_present(const char *bdf)
 }
 
 nvmlReturn_t handle_check(nvmlDevice_t device)
+{
+    nvmlReturn_t ret = handle_check_any(device);
+    return ret == NVML_SUCCESS && device->mig ? NVML_ERROR_NOT_SUPPORTED : ret;
+}
+
+nvmlReturn_t handle_check_any(nvmlDevice_t device)
 {
     nvmlReturn_t ret = view_check();
     if (ret != NVML_SUCCESS)

@@ -241,5 +241,6 @@ NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t devi
 
 #include "nvml_api_links.h" /* topology, NVLink and fabric */
 #include "nvml_api_events.h" /* health events */
+#include "nvml_api_mig.h" /* MIG */
 
 #endif

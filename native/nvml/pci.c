@@ -72,7 +72,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t
 
 nvmlReturn_t function_pci_info(const char *bdf, nvmlPciInfo_t *pci)
 {
-    struct nvmlDevice_st probe;
+    struct nvmlDevice_st probe = {0};
     struct ids ids;
     if (strlen(bdf) >= sizeof(probe.bdf))
         return NVML_ERROR_UNKNOWN;

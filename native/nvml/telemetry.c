@@ -11,15 +11,18 @@
 static nvmlReturn_t memory_of(nvmlDevice_t device, const void *out, unsigned long long *total,
                               unsigned long long *reserved, unsigned long long *used)
 {
-    nvmlReturn_t ret = handle_check(device);
+    nvmlReturn_t ret = handle_check_any(device);
     if (ret != NVML_SUCCESS)
         return ret;
     if (!out)
         return NVML_ERROR_INVALID_ARGUMENT;
-    ret = gpu_number(device, "memory_total", total);
-    if (ret == NVML_SUCCESS)
+    if (device->mig) /* its GPU instance's memory (mig_devices.c) */
+        ret = mig_memory(device, total, reserved, used);
+    else
+        ret = gpu_number(device, "memory_total", total);
+    if (ret == NVML_SUCCESS && !device->mig)
         ret = gpu_number(device, "memory_reserved", reserved);
-    if (ret == NVML_SUCCESS)
+    if (ret == NVML_SUCCESS && !device->mig)
         ret = gpu_number(device, "memory_used", used);
     if (ret == NVML_SUCCESS && (*reserved > *total || *used > *total - *reserved))
         ret = NVML_ERROR_UNKNOWN;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Where the view is, and reading its files. MOKKAFS_ROOT names the mount on the node; unset
  * or empty, the view is at the kernel's own paths (a container given the CDI spec). The root
- * is taken at the first nvmlInit. Every call reads its files then: nothing is cached. */
+ * is taken at the first nvmlInit, and so is MOKKAFS_CONTROL, the daemon's control socket
+ * (MIG changes, mig_change.c). Every call reads its files then: nothing is cached. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned int inits;     /* nvmlInit calls not yet shut down; under lock */
 static char root[PATH_MAX];    /* "" or the mount, no trailing slash; under lock */
+static char control[PATH_MAX]; /* "" or the daemon's control socket; under lock */
 
 nvmlReturn_t view_open(void)
 {
@@ -32,6 +34,11 @@ nvmlReturn_t view_open(void)
         } else {
             memcpy(root, env ? env : "", n);
             root[n] = '\0';
+            const char *given = getenv("MOKKAFS_CONTROL");
+            size_t m = given ? strlen(given) : 0;
+            m = m < sizeof(control) ? m : 0; /* one too long names none */
+            memcpy(control, given ? given : "", m);
+            control[m] = '\0';
         }
     }
     if (ret == NVML_SUCCESS)
@@ -61,6 +68,17 @@ void view_close(void)
     if (inits)
         inits--;
     pthread_mutex_unlock(&lock);
+}
+
+int view_control(char *out, size_t size)
+{
+    pthread_mutex_lock(&lock);
+    size_t n = strlen(control);
+    int ok = n > 0 && n < size;
+    if (ok)
+        memcpy(out, control, n + 1);
+    pthread_mutex_unlock(&lock);
+    return ok ? 0 : -1;
 }
 
 int view_path(char *out, size_t size, const char *rel)

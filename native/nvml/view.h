@@ -11,9 +11,12 @@
 #define MAX_GPUS 64    /* GPUs one enumeration lists */
 #define FILE_SIZE 4096 /* the largest view file the library reads */
 
-/* A handle's target: a GPU by its sysfs bus ID. Handles are never freed. */
+/* A handle's target: a GPU by its sysfs bus ID, or one of its MIG devices (mig set: compute
+ * instance ci of GPU instance gi). Handles are never freed. */
 struct nvmlDevice_st {
     char bdf[BDF_SIZE];
+    int mig;
+    unsigned int gi, ci;
 };
 
 /* The NVIDIA driver's files, below the root */
@@ -31,6 +34,8 @@ nvmlReturn_t view_check(void);
 void view_close(void);
 /* The file at ROOT/rel read whole into buf (NUL-terminated): its length, or -1 */
 long view_read(const char *rel, char *buf, size_t size);
+/* The daemon's control socket (MOKKAFS_CONTROL at the first nvmlInit): 0, or -1 when none */
+int view_control(char *out, size_t size);
 /* ROOT/rel in out; 0, or -1 if it does not fit */
 int view_path(char *out, size_t size, const char *rel);
 
@@ -50,17 +55,30 @@ int bdf_split(const char *bdf, unsigned int *domain, unsigned int *bus, unsigned
 int gpus_list(char bdfs[][BDF_SIZE], int max);
 /* The handle of a bus ID (made at its first use), or NULL when the table is full */
 nvmlDevice_t handle_of(const char *bdf);
+/* The handle of a MIG device, likewise */
+nvmlDevice_t mig_handle_of(const char *bdf, unsigned int gi, unsigned int ci);
 /* Is the GPU there and on the bus: its config space readable, its vendor ID not all ones? */
 int gpu_present(const char *bdf);
 /* Checks a caller's handle: INVALID_ARGUMENT unless it is ours, GPU_IS_LOST when its GPU
- * left the view or fell off the bus, else NVML_SUCCESS. Checks nvmlInit first. */
+ * left the view or fell off the bus, else NVML_SUCCESS. Checks nvmlInit first. A MIG
+ * device's handle passes handle_check_any (its GPU's checks) and not handle_check, which
+ * answers NOT_SUPPORTED for it: the calls that take one check it with the first. */
 nvmlReturn_t handle_check(nvmlDevice_t device);
+nvmlReturn_t handle_check_any(nvmlDevice_t device);
 /* One field of the GPU's information file: NVML_SUCCESS, GPU_IS_LOST or UNKNOWN */
 nvmlReturn_t gpu_info(nvmlDevice_t device, const char *key, char *out, size_t size);
 /* One attribute of the GPU's sysfs directory, trimmed: NVML_SUCCESS, GPU_IS_LOST or UNKNOWN */
 nvmlReturn_t gpu_attr(nvmlDevice_t device, const char *attr, char *out, size_t size);
 /* An attribute as a number (strtoul, base 0): NVML_SUCCESS, GPU_IS_LOST or UNKNOWN */
 nvmlReturn_t gpu_attr_number(nvmlDevice_t device, const char *attr, unsigned long *value);
+
+/* mig_devices.c: a MIG device's "GPU UUID" or "Model" (key as in the information file; others
+ * NOT_SUPPORTED) into the caller's buffer; its memory; the handle of a MIG device's UUID */
+nvmlReturn_t mig_device_text(nvmlDevice_t device, const char *key, char *out,
+                             unsigned int length);
+nvmlReturn_t mig_memory(nvmlDevice_t device, unsigned long long *total,
+                        unsigned long long *reserved, unsigned long long *used);
+nvmlReturn_t mig_handle_by_uuid(const char *uuid, nvmlDevice_t *device);
 
 /* pci.c: the PCI info of any function of the view (an NVSwitch), as for a GPU: NVML_SUCCESS
  * or UNKNOWN */

@@ -70,13 +70,16 @@ def nvml_bus_id(bdf: str) -> str:
     return f"{int(domain, 16):08X}:{rest.upper()}"
 
 
-def nvml_env(mountpoint: Path) -> dict[str, str]:
-    """What ``mokkafs nvml-env`` exports for a serving mount."""
+def nvml_env(mountpoint: Path, control: Path | None = None) -> dict[str, str]:
+    """What ``mokkafs nvml-env`` exports for a serving mount (with ``--control``: its daemon's
+    control socket too)."""
+    more = ["--control", str(control)] if control else []
     out = subprocess.run([sys.executable, "-m", "mokkafs", "nvml-env", "--mountpoint",
-                          str(mountpoint)], capture_output=True, text=True, check=True,
+                          str(mountpoint), *more], capture_output=True, text=True, check=True,
                          cwd=REPO, timeout=60).stdout
     env = dict(re.findall(r"^export (\w+)=(\S+)$", out, re.M))
-    assert sorted(env) == ["LD_LIBRARY_PATH", "MOKKAFS_ROOT"], out
+    assert sorted(env) == sorted(["LD_LIBRARY_PATH", "MOKKAFS_ROOT",
+                                  *(["MOKKAFS_CONTROL"] if control else [])]), out
     return env
 
 
@@ -137,9 +140,10 @@ def c_program(factory: pytest.TempPathFactory, name: str) -> Path:
     return out / name
 
 
-def run_c_program(program: Path, root: Path) -> subprocess.CompletedProcess[str]:
+def run_c_program(program: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The program on the view at ``root``; a sanitizer's finding is its own exit status."""
     env = {**os.environ, "MOKKAFS_ROOT": str(root),
            "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=86",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=87"}
-    return subprocess.run([str(program)], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([str(program), *args], capture_output=True, text=True, timeout=120,
+                          env=env)

@@ -28,8 +28,9 @@ def values(node: File, now: float = 0.0) -> dict[str, str]:
 
 
 def without_links(got: dict[str, str]) -> dict[str, str]:
-    """The keys but the NVLinks' (tests/unit/test_nvml_links.py)."""
-    return {k: v for k, v in got.items() if not k.startswith("nvlink")}
+    """The keys but the NVLinks' and MIG's (tests/unit/test_nvml_links.py,
+    tests/unit/test_nvml_mig.py)."""
+    return {k: v for k, v in got.items() if not k.startswith(("nvlink", "mig_"))}
 
 
 def test_one_file_per_driven_gpu_and_nothing_under_sys_or_proc() -> None:

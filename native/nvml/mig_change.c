@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* MIG changes: GPU and compute instances made and destroyed through the daemon's control
+ * socket (control.c), exactly as `mokkafs mig -cgi/-dgi/-cci/-dci` makes them: one new view,
+ * kept in the state file, seen by the sysfs and by every process. The daemon checks each
+ * change as the driver would, and answers only root and its own user.
+ *
+ * Before asking, the call checks the change against the view, to answer the API's own
+ * errors: INVALID_ARGUMENT for a profile or placement the GPU does not have,
+ * INSUFFICIENT_RESOURCES when it does not fit, IN_USE for a GPU instance with compute
+ * instances. A change the daemon refuses after that (another process changed the layout
+ * meanwhile) is INSUFFICIENT_RESOURCES, or INVALID_ARGUMENT for a destroy. After the change,
+ * the new instance's handle is found in the view, where the daemon put it.
+ *
+ * The daemon's request has no placement: a GPU instance goes where the driver puts it (the
+ * highest free start, mig_free_start). CreateGpuInstanceWithPlacement makes it at that
+ * placement; another free one answers NOT_SUPPORTED. */
+#include <stdlib.h>
+
+#include "mig.h"
+
+/* One request to the daemon; its refusal is the caller's bound error */
+static nvmlReturn_t ask(const char *action, unsigned int index, int profile, int gi, int ci,
+                        nvmlReturn_t bound)
+{
+    int refused = 0;
+    nvmlReturn_t ret = control_mig(action, index, profile, gi, ci, &refused);
+    return ret == NVML_SUCCESS && refused ? bound : ret;
+}
+
+static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId,
+                              const nvmlGpuInstancePlacement_t *placement,
+                              nvmlGpuInstance_t *gpuInstance)
+{
+    nvmlReturn_t ret = handle_check_any(device);
+    if (ret == NVML_SUCCESS && (device->mig || !gpuInstance))
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    struct mig_gpu *g = ret == NVML_SUCCESS ? mig_load(device, &ret) : NULL;
+    if (!g)
+        return ret;
+    const struct mig_profile *p = mig_profile_by_id(g, profileId);
+    int start = p ? mig_free_start(g, p) : -1;
+    unsigned int index = g->index;
+    if (!g->current)
+        ret = NVML_ERROR_NOT_SUPPORTED;
+    else if (!p)
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    else if (placement && (placement->size != p->size || placement->start >= 8
+                           || !(p->starts >> placement->start & 1)))
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    else if (placement && !mig_room(g, p, placement->start))
+        ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    else if (start < 0)
+        ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    else if (placement && placement->start != (unsigned int)start)
+        ret = NVML_ERROR_NOT_SUPPORTED; /* the daemon's request has no placement */
+    free(g);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    ret = ask("cgi", index, (int)profileId, -1, -1, NVML_ERROR_INSUFFICIENT_RESOURCES);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    g = mig_load(device, &ret); /* the new one: the profile's at the start asked for */
+    for (unsigned int i = 0; g && i < g->ngis; i++)
+        if (g->gis[i].profile == profileId && g->gis[i].start == (unsigned int)start) {
+            nvmlGpuInstance_t made = gi_handle_of(device->bdf, g->gis[i].id);
+            free(g);
+            if (!made)
+                return NVML_ERROR_INSUFFICIENT_RESOURCES;
+            *gpuInstance = made;
+            return NVML_SUCCESS;
+        }
+    free(g);
+    return ret == NVML_SUCCESS ? NVML_ERROR_UNKNOWN : ret; /* changed again meanwhile */
+}
+
+NVML_API nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId,
+                                                  nvmlGpuInstance_t *gpuInstance)
+{
+    return create_gi(device, profileId, NULL, gpuInstance);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
+    nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement,
+    nvmlGpuInstance_t *gpuInstance)
+{
+    if (!placement) {
+        nvmlReturn_t ret = handle_check_any(device);
+        return ret == NVML_SUCCESS ? NVML_ERROR_INVALID_ARGUMENT : ret;
+    }
+    return create_gi(device, profileId, placement, gpuInstance);
+}
+
+/* A GPU instance with compute instances is in use, as the driver says */
+NVML_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
+{
+    nvmlDevice_t device;
+    struct mig_gpu *g = NULL;
+    const struct mig_gi *gi;
+    nvmlReturn_t ret = gi_resolve(gpuInstance, &device, &g, &gi);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    unsigned int index = g->index, id = gi->id, cis = gi->ncis;
+    free(g);
+    if (cis)
+        return NVML_ERROR_IN_USE;
+    return ask("dgi", index, -1, (int)id, -1, NVML_ERROR_INVALID_ARGUMENT);
+}
+
+/* The new compute instance takes the lowest free ID, as the daemon gives it */
+NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
+                                                           unsigned int profileId,
+                                                           nvmlComputeInstance_t *computeInstance)
+{
+    nvmlDevice_t device;
+    struct mig_gpu *g = NULL;
+    const struct mig_gi *gi;
+    nvmlReturn_t ret = computeInstance ? gi_resolve(gpuInstance, &device, &g, &gi)
+                                       : NVML_ERROR_INVALID_ARGUMENT;
+    if (ret != NVML_SUCCESS)
+        return ret;
+    unsigned int slices = mig_ci_slices(profileId), used = 0, id = 0;
+    for (unsigned int i = 0; i < gi->ncis; i++)
+        used += gi->cis[i].slices;
+    while (id < MIG_CIS && mig_ci_by_id(gi, id))
+        id++;
+    unsigned int index = g->index, gid = gi->id;
+    if (profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || !slices || slices > gi->slices)
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    else if (used + slices > gi->slices || id >= MIG_CIS)
+        ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    free(g);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    ret = ask("cci", index, (int)profileId, (int)gid, -1, NVML_ERROR_INSUFFICIENT_RESOURCES);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    g = mig_load(device, &ret);
+    const struct mig_gi *now = g ? mig_gi_by_id(g, gid) : NULL;
+    const struct mig_ci *made = now ? mig_ci_by_id(now, id) : NULL;
+    if (made && made->slices == slices) {
+        nvmlComputeInstance_t handle = ci_handle_of(device->bdf, gid, id);
+        ret = handle ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_RESOURCES;
+        if (handle)
+            *computeInstance = handle;
+    } else if (ret == NVML_SUCCESS) {
+        ret = NVML_ERROR_UNKNOWN; /* changed again meanwhile */
+    }
+    free(g);
+    return ret;
+}
+
+NVML_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
+{
+    nvmlDevice_t device;
+    struct mig_gpu *g = NULL;
+    const struct mig_gi *gi;
+    const struct mig_ci *ci;
+    nvmlReturn_t ret = ci_resolve(computeInstance, &device, &g, &gi, &ci);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    unsigned int index = g->index, gid = gi->id, cid = ci->id;
+    free(g);
+    return ask("dci", index, -1, (int)gid, (int)cid, NVML_ERROR_INVALID_ARGUMENT);
+}

@@ -1,0 +1,198 @@
+"""MIG through NVIDIA's own Python bindings (nvidia-ml-py) on mokkafs's NVML, on an h100-mig
+mount served with --control: the mode, profiles, placements, instances and MIG devices agree
+with the view's capability files and with ``mokkafs mig -lgi``; instances made and destroyed
+through NVML are the daemon's (they show in both, and to a consumer that initialized before);
+NVML's own errors where the driver gives them, NO_PERMISSION without the control socket or
+when the daemon hangs up, and the daemon's refusal as the API's bound error."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mokkafs.model.mig_tables import GB80, SHAPES
+from mokkafs.surfaces.nvml_mig import mig_uuid
+from tests.helpers.mounts import Mount, mokkafs_mount
+from tests.helpers.nvml import PynvmlProcess, nvml_env, view_gpus
+from tests.helpers.nvml_mig import MIG_SCRIPT, as_listing, capability_instances, daemon_listing
+
+MIB = 1 << 20
+GPU_MEMORY_MB = 81920  # the h100-mig profile's 80 GiB
+INVALID, NOT_SUPPORTED, NO_PERMISSION = {"error": 2}, {"error": 3}, {"error": 4}
+NOT_FOUND, IN_USE, NO_ROOM = {"error": 6}, {"error": 19}, {"error": 23}
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mount, Path]]:
+    base = tmp_path_factory.mktemp("mig")
+    control = base / "ctl" / "socket"
+    control.parent.mkdir(mode=0o700)
+    with mokkafs_mount(base / "mnt", ["--profile", "h100-mig", "--node-name", "node-a",
+                                      "--control", str(control)]) as mount:
+        yield mount, control
+
+
+def process(root: Path, control: Path | None = None) -> PynvmlProcess:
+    return PynvmlProcess(MIG_SCRIPT, nvml_env(root, control))
+
+
+def ask(p: PynvmlProcess, *cmd: object) -> object:
+    return p.ask(json.dumps(list(cmd)))
+
+
+def check_against_view(snapshot: list[dict[str, object]], root: Path, control: Path) -> None:
+    """Every GPU's MIG side as the view's files, the daemon and the profile say."""
+    gpus = view_gpus(root)
+    assert len(snapshot) == len(gpus) == 8
+    for index, (gpu, got) in enumerate(zip(gpus, snapshot, strict=True)):
+        profiles = got["profiles"]
+        assert isinstance(profiles, dict)
+        assert got["mig"] == 0  # a GPU's handle is none of its MIG devices'
+        assert profiles == {f"MIG {GB80[key]}": {
+            "enum": s.nvml, "id": s.profile_id, "slices": s.slices, "count": s.most,
+            "memory_mb": GPU_MEMORY_MB * s.size // 8, "placements": [[a, s.size] for a in s.starts],
+            "remaining": profiles[f"MIG {GB80[key]}"]["remaining"]} for key, s in SHAPES.items()}
+        if index >= 4:  # whole GPUs: MIG off, no instance to list
+            assert (got["mode"], got["max"], got["gis"]) == ([0, 0], 0, NOT_SUPPORTED)
+            continue
+        assert (got["mode"], got["max"]) == ([1, 1], 7)
+        gis = got["gis"]
+        assert isinstance(gis, list)
+        assert {g["id"]: [c["id"] for c in g["cis"]] for g in gis} == \
+            capability_instances(root, gpu.minor)
+        assert as_listing(index, got) == daemon_listing(control, index)
+        devices = got["devices"]
+        assert isinstance(devices, list)
+        made = [(g, c) for g in gis for c in g["cis"]]
+        assert devices[len(made):] == [NOT_FOUND] * (7 - len(made))
+        for dev, (g, c) in zip(devices, made, strict=False):
+            memory = profiles[next(n for n, p in profiles.items()
+                                   if p["id"] == g["profile_id"])]["memory_mb"]
+            assert dev == {
+                "uuid": mig_uuid(gpu.uuid, g["id"], c["id"]),
+                "name": f"{gpu.name} {c['profile']}", "mig": 1, "gi": g["id"], "ci": c["id"],
+                "slices": [profiles[next(n for n, p in profiles.items()
+                                         if p["id"] == g["profile_id"])]["slices"],
+                           c["slices"]],
+                "memory_mb": memory, "memory": dev["memory"], "parent": index,
+                "by_uuid": c["id"]}
+            total, free, used = dev["memory"]
+            assert total == memory * MIB and free + used == total
+            assert used == (1 << 30) // 8 * g["placement"][1]  # the reserve's share
+
+
+def test_reads_agree_with_the_view_and_the_daemon(node: tuple[Mount, Path]) -> None:
+    mount, control = node
+    p = process(mount.path)
+    try:
+        got = ask(p, "read")
+    finally:
+        out = p.close()
+    assert p.process.returncode == 0, out
+    assert isinstance(got, list)
+    check_against_view(got, mount.path, control)
+    gpu0 = got[0]["gis"]  # the profile's explicit layout
+    assert [(g["id"], g["placement"]) for g in gpu0] == [(2, [4, 4]), (4, [2, 2]), (7, [0, 1]),
+                                                          (8, [1, 1])]
+    assert gpu0[1]["cis"] == [{"id": 0, "profile": "MIG 1c.2g.20gb", "slices": 1, "start": 0},
+                              {"id": 1, "profile": "MIG 1c.2g.20gb", "slices": 1, "start": 1}]
+    assert all(p["remaining"] == 0 for p in got[0]["profiles"].values())  # full
+
+
+def test_changes_through_nvml_are_the_daemons(node: tuple[Mount, Path]) -> None:
+    mount, control = node
+    reader, changer = process(mount.path), process(mount.path, control)  # init'd before
+    try:
+        assert ask(changer, "dgi", 3, 0) == IN_USE  # it has a compute instance
+        assert ask(reader, "dci", 3, 0, 0) == NO_PERMISSION  # no control socket given
+        assert ask(changer, "dci", 3, 0, 0) == 0
+        assert ask(changer, "dgi", 3, 0) == 0
+        assert capability_instances(mount.path, 3) == {} and daemon_listing(control, 3) == []
+        assert ask(changer, "cgi", 3, 9, [0, 4]) == NOT_SUPPORTED  # not where the driver puts it
+        assert ask(changer, "cgi", 3, 9, [4, 4]) == {"gi": 2, "placement": [4, 4]}
+        assert ask(changer, "cgi", 3, 9, [2, 4]) == INVALID  # 3g starts at 0 or 4
+        assert ask(changer, "cgi", 3, 9, [4, 4]) == NO_ROOM  # taken
+        assert ask(changer, "cgi", 3, 0, None) == NO_ROOM  # 7g: no room left
+        assert ask(changer, "cgi", 3, 99, None) == INVALID
+        assert ask(changer, "cgi", 4, 19, None) == NOT_SUPPORTED  # MIG off
+        assert ask(changer, "cgi", 3, 19, None) == {"gi": 10, "placement": [3, 1]}
+        assert ask(changer, "cci", 3, 2, 0) == {"ci": 0}
+        assert ask(changer, "cci", 3, 2, 1) == {"ci": 1}
+        assert ask(changer, "cci", 3, 2, 2) == NO_ROOM  # 3 slices of 3 in use
+        assert ask(changer, "cci", 3, 2, 5) == INVALID
+        assert ask(changer, "setmig", 3, 0) == NOT_SUPPORTED  # no daemon op yet
+        assert capability_instances(mount.path, 3) == {2: [0, 1], 10: []}
+        after = ask(reader, "read")
+        assert isinstance(after, list)
+        check_against_view(after, mount.path, control)
+        assert after[3]["gis"][0]["cis"] == [
+            {"id": 0, "profile": "MIG 1c.3g.40gb", "slices": 1, "start": 0},
+            {"id": 1, "profile": "MIG 2c.3g.40gb", "slices": 2, "start": 1}]
+        remaining = {n: p["remaining"] for n, p in after[3]["profiles"].items()}
+        assert remaining == {"MIG 1g.10gb": 3, "MIG 1g.10gb+me": 1, "MIG 1g.20gb": 1,
+                             "MIG 2g.20gb": 1, "MIG 3g.40gb": 0, "MIG 4g.40gb": 0,
+                             "MIG 7g.80gb": 0}
+        for cmd in (("dci", 3, 2, 0), ("dci", 3, 2, 1), ("dgi", 3, 2), ("dgi", 3, 10)):
+            assert ask(changer, *cmd) == 0, cmd
+        assert capability_instances(mount.path, 3) == {} and daemon_listing(control, 3) == []
+        assert ask(changer, "cgi", 3, 0, None) == {"gi": 0, "placement": [0, 8]}
+        assert ask(changer, "cci", 3, 0, 4) == {"ci": 0}
+        assert capability_instances(mount.path, 3) == {0: [0]}
+        last = ask(reader, "read")
+        assert isinstance(last, list)
+        check_against_view(last, mount.path, control)
+    finally:
+        out = reader.close() + changer.close()
+    assert reader.process.returncode == changer.process.returncode == 0, out
+
+
+def serve(path: Path, answer: bytes | None, heard: list[bytes]) -> threading.Thread:
+    """A stand-in for the daemon's socket: one connection, its request kept, ``answer`` sent
+    (None: hung up at once, as the daemon does on a caller it does not serve)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def one() -> None:
+        with listener:
+            conn, _ = listener.accept()
+            with conn:
+                if answer is None:
+                    return
+                data = b""
+                while not data.endswith(b"\n"):
+                    data += conn.recv(4096)
+                heard.append(data)
+                conn.sendall(answer)
+
+    thread = threading.Thread(target=one, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(("answer", "error"), [
+    (b'{"ok": false, "error": "no", "exit": 2}\n', INVALID),  # refused: a destroy's bound error
+    (None, NO_PERMISSION),  # hung up without a word
+    (b'{"error": "ok", "mig": []}\n', {"error": 999}),  # no "ok": UNKNOWN
+])
+def test_what_the_daemon_answers(node: tuple[Mount, Path], tmp_path: Path, answer: bytes | None,
+                                 error: dict[str, int]) -> None:
+    mount, _ = node
+    fake, heard = tmp_path / "fake", list[bytes]()
+    thread = serve(fake, answer, heard)
+    p = process(mount.path, fake)
+    try:
+        assert ask(p, "dci", 3, 0, 0) == error
+    finally:
+        out = p.close()
+        thread.join(10)
+    assert p.process.returncode == 0, out
+    if answer is not None:
+        assert [json.loads(line) for line in heard] == [
+            {"op": "mig", "action": "dci", "gpu": 3, "profiles": [], "C": False, "gi": [0],
+             "ci": [0]}]

@@ -1,0 +1,79 @@
+"""A GPU's MIG keys in NVML's own place (mokkafs.surfaces.nvml_mig): the profile table of
+every GPU with a MIG table, the instances of a GPU in MIG mode, as the State's layout and
+the capability files have them, and nothing for a GPU without a MIG table."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from mokkafs.model.mig import ComputeInstance, GpuInstance, MigGpu
+from mokkafs.surfaces import nvml
+from mokkafs.surfaces.nvml_mig import mig_uuid, mig_values
+from mokkafs.tree.nodes import File
+from tests.helpers.profiles import state_of, tree_of
+
+ROOT = "run/mokkafs-nvml/gpus"
+TABLE = {  # h100's: profile ID, slices, most, units, MiB (of 80 GiB), starts, name
+    "mig_gip.0": "19 1 7 1 10240 7f 1g.10gb", "mig_gip.7": "20 1 1 1 10240 7f 1g.10gb+me",
+    "mig_gip.9": "15 1 4 2 20480 55 1g.20gb", "mig_gip.1": "14 2 3 2 20480 15 2g.20gb",
+    "mig_gip.2": "9 3 2 4 40960 11 3g.40gb", "mig_gip.3": "5 4 1 4 40960 1 4g.40gb",
+    "mig_gip.4": "0 7 1 8 81920 1 7g.80gb"}
+
+
+def mig_keys(profile: str, bdf: str) -> dict[str, str]:
+    tree = tree_of(state_of(profile))
+    node = next(e.node for rel, e in tree.walk() if rel == f"{ROOT}/{bdf}")
+    assert isinstance(node, File)
+    text = node.read(0.0).decode()
+    return dict(line.split("=", 1) for line in text.splitlines() if line.startswith("mig_"))
+
+
+def test_a_gpu_in_mig_mode_has_its_instances() -> None:
+    got = mig_keys("h100-mig", "0000:1b:00.0")
+    uuid = "GPU-4d0a1b2c-0000-4000-8000-000000000000"
+    assert got == {"mig_index": "0", "mig_mode_current": "1", "mig_mode_pending": "1",
+                   "mig_max_devices": "7", **TABLE,
+                   "mig_gi.2": "9 4 4 3", "mig_ci.2.0": f"2 3 0 {mig_uuid(uuid, 2, 0)} 3g.40gb",
+                   "mig_gi.4": "14 2 2 2",
+                   "mig_ci.4.0": f"0 1 0 {mig_uuid(uuid, 4, 0)} 1c.2g.20gb",
+                   "mig_ci.4.1": f"0 1 1 {mig_uuid(uuid, 4, 1)} 1c.2g.20gb",
+                   "mig_gi.7": "19 0 1 1", "mig_ci.7.0": f"0 1 0 {mig_uuid(uuid, 7, 0)} 1g.10gb",
+                   "mig_gi.8": "19 1 1 1", "mig_ci.8.0": f"0 1 0 {mig_uuid(uuid, 8, 0)} 1g.10gb"}
+
+
+def test_a_whole_gpu_has_the_table_alone() -> None:
+    got = mig_keys("h100", "0000:1b:00.0")
+    assert got == {"mig_index": "0", "mig_mode_current": "0", "mig_mode_pending": "0",
+                   "mig_max_devices": "7", **TABLE}
+
+
+def test_no_mig_table_no_keys() -> None:
+    assert mig_keys("l40s", state_of("l40s").driven_gpus()[0].bdf) == {}
+
+
+def test_without_the_memory_the_names_say_it() -> None:
+    got = mig_keys("h200", "0000:1b:00.0")  # h200's profile states no memory
+    assert got["mig_gip.0"] == "19 1 7 1 18432 7f 1g.18gb"
+    assert got["mig_gip.4"] == "0 7 1 8 144384 1 7g.141gb"
+
+
+def test_uuids_are_the_real_drivers_form_and_stable() -> None:
+    one = mig_uuid("GPU-4d0a1b2c-0000-4000-8000-000000000000", 2, 0)
+    assert re.fullmatch(r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+                        one)
+    assert one == mig_uuid("GPU-4d0a1b2c-0000-4000-8000-000000000000", 2, 0)
+    assert one != mig_uuid("GPU-4d0a1b2c-0000-4000-8000-000000000000", 2, 1)
+    assert one != mig_uuid("GPU-4d0a1b2c-0000-4000-8000-000000000001", 2, 0)
+
+
+def test_a_layout_change_changes_the_keys() -> None:
+    state = state_of("h100-mig")
+    fn = next(f for f in state.driven_gpus() if f.bdf == "0000:61:00.0")
+    gi = GpuInstance(1, "3g.40gb", 9, 0, 4, 3, (ComputeInstance(0, "1c.3g.40gb", 1),))
+    changed = replace(state, mig=tuple(MigGpu(g.bdf, g.minor, (gi,)) if g.bdf == fn.bdf else g
+                                       for g in state.mig))
+    keys = {k: str(v) for k, v in mig_values(fn, changed.mig)}
+    assert [k for k in keys if k.startswith(("mig_gi.", "mig_ci."))] == ["mig_gi.1", "mig_ci.1.0"]
+    assert keys["mig_ci.1.0"].split()[:3] == ["0", "1", "0"]
+    assert "mig" in nvml.SURFACE.inputs  # the place is computed again when the layout changes
