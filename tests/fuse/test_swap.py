@@ -194,6 +194,11 @@ def test_kernel_reasks_after_a_swap_and_not_without_one(live: Live) -> None:
     assert asked(after, last, "read") == per_read
 
 
+# Whole-profile swaps under two looping readers: each one rebuilds and invalidates the whole
+# view (about a second each on 2 cores); 40 give the readers thousands of reads across them.
+SWAPS = 40
+
+
 def test_concurrent_readers_see_whole_generations(tmp_path: Path, live: Live) -> None:
     rename_over(live, profile_text("h100"))
     live.wait_generation(2)
@@ -220,7 +225,7 @@ def test_concurrent_readers_see_whole_generations(tmp_path: Path, live: Live) ->
     try:
         current = "h100"
         generation = 2
-        for _ in range(100):
+        for _ in range(SWAPS):
             current = "h200" if current == "h100" else "h100"
             started = time.monotonic()
             rename_over(live, profile_text(current))

@@ -29,6 +29,7 @@ ONCE = (
     "tests/containers/test_dev_nodes.py", "tests/containers/test_machine.py",
     "tests/containers/test_mig_imex.py", "tests/containers/test_share.py",
     "tests/containers/test_writes.py", "tests/containers/test_writes_vfio.py",
+    "tests/containers/test_nvml.py",
     # capture's own reader (the round trip through a mount runs in both), and the shim
     "tests/capture/test_capture_anonymize.py", "tests/capture/test_capture_host.py",
     "tests/capture/test_capture_hostile.py", "tests/capture/test_capture_real_like.py",
