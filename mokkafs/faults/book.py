@@ -33,6 +33,8 @@ def fingerprint(spec: FaultSpec) -> str:
                spec.rate_gbps, spec.gen, spec.selected]
     if spec.kind == "xid":  # (only there, so every other fault's digest is as it was)
         written += [spec.xid, spec.text]
+    if spec.kind == "gpu-hot":
+        written += [spec.temperature, spec.clock_mhz]
     return hashlib.sha256(json.dumps(written).encode()).hexdigest()
 
 

@@ -14,6 +14,8 @@ kernel does that it follows, is in docs/faults.md.
 - ``gpu-removed`` / ``hca-removed``: the function is gone, as after ``echo 1 > remove``, with
   its HCA (whose ports count nothing meanwhile: their link went down with it); its driver
   stays loaded; cleared, it comes back as a rescan finds it, identities unchanged.
+- ``gpu-hot`` / ``ecc-errors``: the GPU's NVML temperature and clocks, and its ECC errors
+  growing at their rates (``mokkafs.faults.gpu``); each uncorrectable one logs an Xid 48.
 
 Counter effects are in each port's ``Traffic.windows`` for all of the fault's windows (past and
 future), so counters are right at any instant between two installed views; ``carry`` keeps
@@ -26,6 +28,7 @@ from dataclasses import replace
 
 from mokkafs.counters import carried
 from mokkafs.faults import kernel_log
+from mokkafs.faults.gpu import carried_ecc, heated
 from mokkafs.faults.schedule import in_effect, windows
 from mokkafs.state import FaultSpec, IbPort, PcieLink, PciFunction, State, Traffic, Windows
 
@@ -110,7 +113,8 @@ def _functions(state: State, active: list[FaultSpec], gone: set[str]) -> tuple[P
             by_bdf[fn.bdf] = replace(fn, lost=True, gpu=gpu)
             if parent is not None:  # the port sees the link drop
                 by_bdf[parent.bdf] = replace(parent, link=_down(parent.link))
-    return tuple(fn for bdf, fn in by_bdf.items() if bdf not in gone)
+    return tuple(heated(fn, active, state.faults)
+                 for bdf, fn in by_bdf.items() if bdf not in gone)
 
 
 def _down(link: PcieLink) -> PcieLink:
@@ -154,6 +158,7 @@ def carry(old: State, new: State, now: float) -> State:
                    for f in new.faults)
     # The kernel log keeps what was logged before now, even by faults the new State lacks.
     new = replace(new, faults=faults, kernel_log=kernel_log.kept(old, now))
+    new = carried_ecc(old, new, now)  # (with the faults' origins carried)
     t = max(now - old.started_at, 0.0)
     old_ports = _ports(old)
 

@@ -1,12 +1,15 @@
 """The Xid lines the driver logs under the node's faults, and when: ``gpu-lost`` logs Xid 79
 once at its onset, an ``xid`` fault logs its Xid once, or ``count`` times ``every`` seconds
-apart. Pure: ``events(state)`` is every line any fault of ``state`` logs, past and future, in
-the order of their times (the kernel log, ``mokkafs.surfaces.kmsg``, shows those whose time
-has come). Formats and sources: docs/kmsg.md.
-"""
+apart; ``ecc-errors`` logs Xid 48 at each uncorrectable error (``model.ecc``). Pure:
+``events(state)`` is every line any fault of ``state`` logs, past and future, in the order
+of their times (the kernel log, ``mokkafs.surfaces.kmsg``, shows those whose time has come).
+Formats and sources: docs/kmsg.md."""
 
 from __future__ import annotations
 
+import math
+
+from mokkafs.model.ecc import EccBurst
 from mokkafs.state import FaultSpec, State
 
 # Xids a fleet's health monitors act on, with the message the driver prints for each (the
@@ -32,6 +35,7 @@ MESSAGES: dict[int, str] = {
     120: "GSP task exception: (reason 0x3) at 0x0",
 }
 LOST_XID = 79  # what gpu-lost logs
+DBE_XID = 48  # what ecc-errors logs for each uncorrectable error
 # kernel_rc.c: with no channel in error, the process is unknown.
 UNKNOWN_PID, UNKNOWN_NAME = "'<unknown>'", "<unknown>"
 
@@ -50,9 +54,14 @@ def xid_line(bdf: str, xid: int, text: str | None = None) -> str:
 
 def times(spec: FaultSpec) -> list[float]:
     """The clock times the fault logs at (none before it is applied, or where it is off)."""
-    if spec.origin is None or not spec.selected or spec.kind not in ("gpu-lost", "xid"):
+    if spec.origin is None or not spec.selected \
+            or spec.kind not in ("gpu-lost", "xid", "ecc-errors"):
         return []
     start = spec.origin + spec.after
+    if spec.kind == "ecc-errors":
+        rate = dict(spec.rates).get("uncorrected", 0.0)
+        end = start + spec.duration if spec.duration is not None else math.inf
+        return EccBurst(0.0, rate, start, end).uncorrected_times()
     if spec.kind == "xid" and spec.every is not None and spec.count is not None:
         return [start + i * spec.every for i in range(spec.count)]
     return [start]
@@ -65,7 +74,7 @@ def events(state: State) -> list[Event]:
     for rank, spec in enumerate(state.faults):
         if spec.bdf is None:
             continue
-        xid = LOST_XID if spec.kind == "gpu-lost" else spec.xid
+        xid = {"gpu-lost": LOST_XID, "ecc-errors": DBE_XID}.get(spec.kind, spec.xid)
         if xid is None:
             continue
         line = xid_line(spec.bdf, xid, spec.text)

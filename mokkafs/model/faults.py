@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 FaultKind = Literal["ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded",
-                    "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed", "xid"]
+                    "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed", "xid",
+                    "gpu-hot", "ecc-errors"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,8 @@ class FaultSpec:
     gen: int | None = None
     xid: int | None = None  # xid: the Xid the driver logs (mokkafs.faults.xid)
     text: str | None = None  # xid: its message, instead of the usual one for that Xid
+    temperature: int | None = None  # gpu-hot: the GPU's temperature (degrees C)
+    clock_mhz: int | None = None  # gpu-hot: the graphics and SM clocks it throttles to
     revision: int = 0  # how many times before the control socket applied it: each is anew
     restored: bool = False  # applied at run time before the daemon restarted (a state file)
     origin: float | None = None

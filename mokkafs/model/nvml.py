@@ -6,8 +6,9 @@ profile does not say, and the library answers ``NVML_ERROR_NOT_SUPPORTED``. Serv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from mokkafs.model.ecc import Ecc
 from mokkafs.model.nvlink import Fabric, NvLinks
 
 # NVML's nvmlBrandType_t, by the names nvml-mock's ``brand`` takes
@@ -16,6 +17,9 @@ BRANDS = {"unknown": 0, "quadro": 1, "tesla": 2, "nvs": 3, "grid": 4, "geforce":
           "nvidia_cloud_gaming": 11, "quadro_rtx": 12, "nvidia_rtx": 13, "nvidia": 14,
           "geforce_rtx": 15, "titan_rtx": 16}
 # NVML's NVML_DEVICE_ARCH_*, by the profile's ``architecture``
+# nvmlClocksEventReasons bits: the GPU idles; a hardware slowdown; thermal ones (software,
+# hardware)
+GPU_IDLE, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL = 0x1, 0x8, 0x20, 0x40
 ARCHITECTURES = {"kepler": 2, "maxwell": 3, "pascal": 4, "volta": 5, "turing": 6, "ampere": 7,
                  "ada": 8, "ada_lovelace": 8, "hopper": 9, "blackwell": 10}
 
@@ -61,3 +65,7 @@ class GpuNvml:
     ecc_pending: bool | None = None
     nvlink: NvLinks | None = None  # None: no NVLink (the profile states no nvlink.version)
     fabric: Fabric | None = None  # None: in no NVLink fabric (NVML: NOT_SUPPORTED)
+    # What faults add (mokkafs.faults.effects): the clocks event reasons a gpu-hot sets, and
+    # the ECC errors an ecc-errors storm makes, computed at each read
+    slowdown: int = 0
+    ecc: Ecc = field(default_factory=Ecc)

@@ -4,9 +4,9 @@ fields its kind uses (a field another kind uses is an error), and whether this n
 the ``fraction`` it picks.
 
 Targets: ``mlx5_0/1`` (a port; ``mlx5_0`` alone: each of its ports) for the ``ib-*`` kinds;
-a GPU as ``0000:1b:00.0`` or ``gpu0`` (its index) for ``gpu-*``; an HCA as ``mlx5_0`` or its
-PCI address for ``hca-removed``; a GPU or an HCA for ``pcie-degraded``.
-"""
+a GPU as ``0000:1b:00.0`` or ``gpu0`` (its index) for ``gpu-*``, ``xid`` and ``ecc-errors``;
+an HCA as ``mlx5_0`` or its PCI address for ``hca-removed``; a GPU or an HCA for ``pcie-
+degraded``."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
+from mokkafs.profile.gpu_faults import ecc_xids, gpu_problems
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import MAX_FAULTS, Fault
 from mokkafs.profile.xid import MAX_XID_RECORDS, xid_problems
 from mokkafs.state import IB_ERROR_COUNTERS, IB_HW_COUNTERS, FaultSpec, State
 
 PORT_KINDS = ("ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded")
+GPU_KINDS = ("gpu-lost", "gpu-removed", "xid", "gpu-hot", "ecc-errors")
 # the optional fields each kind uses (timing and fraction apply to every kind)
 FIELDS = {
     "ib-port-down": {"cable", "duration"},
@@ -32,10 +34,13 @@ FIELDS = {
     "gpu-removed": {"duration"},
     "hca-removed": {"duration"},
     "xid": {"every", "count", "xid", "text"},
+    "gpu-hot": {"temperature", "clock_mhz", "duration"},
+    "ecc-errors": {"rates", "duration"},
 }
 OPTIONAL: dict[str, object] = {"cable": False, "duration": None, "every": None, "count": None,
                                "rates": {}, "width": None, "rate_gbps": None, "gen": None,
-                               "xid": None, "text": None}
+                               "xid": None, "text": None, "temperature": None,
+                               "clock_mhz": None}
 YAML_NAMES = {"duration": "for"}
 COUNTER_NAMES = frozenset(IB_ERROR_COUNTERS) | frozenset(IB_HW_COUNTERS)
 IB_WIDTHS = (1, 2, 4, 8, 12)
@@ -90,7 +95,8 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
                      duration=fault.duration, every=fault.every, count=fault.count,
                      cable=fault.cable, rates=tuple(sorted(fault.rates.items())),
                      width=fault.width, rate_gbps=fault.rate_gbps, gen=fault.gen,
-                     xid=fault.xid, text=fault.text)
+                     xid=fault.xid, text=fault.text, temperature=fault.temperature,
+                     clock_mhz=fault.clock_mhz)
     bad = False
     for name, default in OPTIONAL.items():
         if name not in FIELDS[kind] and getattr(fault, name) != default:
@@ -105,7 +111,7 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
                          f"expected HCA/port such as {names or '(this node has no HCAs)'}")
             return None
         spec = replace(spec, ports=ports)
-    elif kind in ("gpu-lost", "gpu-removed", "xid"):
+    elif kind in GPU_KINDS:
         bdf = _gpu(state, fault.target)
         if bdf is None:
             problems.add((*where, "target"), f"no GPU {fault.target!r} on this node; expected a "
@@ -139,11 +145,13 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
                      "(cycles)")
     if kind == "xid":
         xid_problems(fault, where, problems)
+    elif kind in ("gpu-hot", "ecc-errors") and spec.bdf is not None:
+        gpu_problems(fault, state.function(spec.bdf), where, problems)
     elif fault.every is not None and fault.every < MIN_FLAP_SECONDS:
         problems.add((*where, "every"), f"{fault.every:g} s is below the floor of "
                      f"{MIN_FLAP_SECONDS:g} s (a real port takes about a second to train its "
                      f"link again); use every: {MIN_FLAP_SECONDS:g} or more")
-    if kind == "ib-errors":
+    if kind == "ib-errors":  # (ecc-errors' rates: gpu_problems)
         if not fault.rates:
             problems.add((*where, "rates"), "ib-errors needs rates: {counter: per second}, "
                          "e.g. {symbol_error: 10, port_rcv_errors: 1}")
@@ -164,9 +172,10 @@ def over_bounds(specs: Sequence[Fault | FaultSpec]) -> str | None:
     ended and ``off`` faults are held too), or None."""
     if len(specs) > MAX_FAULTS:
         return f"{len(specs)} faults, and a node holds {MAX_FAULTS} at most"
-    logged = sum(s.count or 1 for s in specs if s.kind == "xid")
+    logged = sum(s.count or 1 for s in specs if s.kind == "xid") + ecc_xids(specs)
     if logged > MAX_XID_RECORDS:
-        return f"{logged} Xids (the sum of the xid faults' counts), and a node logs " \
+        return f"{logged} Xids (the xid faults' counts and the ecc-errors' uncorrectable " \
+            "errors), and a node logs " \
             f"{MAX_XID_RECORDS} at most"
     cycles = sum(s.count or 0 for s in specs if s.kind == "ib-port-flap")
     if cycles > MAX_FLAP_CYCLES:

@@ -9,10 +9,11 @@ that no kernel file holds. Never under ``sys`` or ``proc``, which stay faithful 
 - ``system``: what the node says through NVML alone (``cuda_driver_version`` where the profile
   states ``system.cuda_version``).
 
-A GPU's file is a function of the State and the time of the read: its energy counter grows at
-its power draw since the node started, in steps of the counter quantum (as the IB counters,
-``mokkafs.counters``). Memory used is the driver's reserve plus what processes use (none).
-"""
+A GPU's file is a function of the State and the time of the read: its energy counter grows
+at its power draw since the node started, in steps of the counter quantum (as the IB
+counters, ``mokkafs.counters``), and its ECC errors at the rates of an ``ecc-errors`` storm
+(``model.ecc``, put there by ``faults.effects``), with the remapped rows or retired pages.
+Memory used is the driver's reserve plus what processes use (none)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mokkafs import counters
-from mokkafs.model.nvml import ARCHITECTURES, BRANDS, GpuNvml
+from mokkafs.model.ecc import Ecc, ecc_values
+from mokkafs.model.nvml import ARCHITECTURES, BRANDS, GPU_IDLE, GpuNvml
 from mokkafs.state import GpuInfo, PciFunction, State
 from mokkafs.surfaces.nvml_links import fabric_values, link_values
 from mokkafs.surfaces.nvml_mig import mig_values
@@ -68,7 +70,15 @@ def fixed_values(gpu: GpuInfo) -> list[tuple[str, object]]:
         ("compute_mode", n.compute_mode),
         ("ecc_current", _flag(n.ecc_current)),
         ("ecc_pending", _flag(n.ecc_pending)),
+        ("clocks_event_reasons", _reasons(n)),
     ]
+
+
+def _reasons(n: GpuNvml) -> int | None:
+    """nvmlClocksEventReasons: idle where nothing runs, and a gpu-hot's slowdown."""
+    if n.utilization_gpu is None:
+        return None
+    return (GPU_IDLE if n.utilization_gpu == 0 else 0) | n.slowdown
 
 
 def lines(values: list[tuple[str, object]]) -> str:
@@ -78,18 +88,28 @@ def lines(values: list[tuple[str, object]]) -> str:
 @dataclass(frozen=True, slots=True)
 class GpuText:
     """A GPU's file at a given time: its fixed lines, then its energy in millijoules (what
-    the profile says it consumed before the node started, and its draw since)."""
+    the profile says it consumed before the node started, and its draw since; none without a
+    draw), then its ECC errors (where ECC is on: ``ecc`` not None)."""
 
     fixed: str
     energy_mj: int
-    draw_mw: int
+    draw_mw: int | None
     started_at: float
     quantum: float
+    ecc: Ecc | None = None
+    architecture: int | None = None
+    bdf: str = ""
+    memory: int | None = None
 
     def __call__(self, now: float) -> bytes:
         t = counters.elapsed(now, self.started_at, self.quantum)
-        energy = self.energy_mj + int(self.draw_mw * t)  # mW x s = mJ
-        return f"{self.fixed}energy={energy}\n".encode()
+        text = self.fixed
+        if self.draw_mw is not None:
+            text += f"energy={self.energy_mj + int(self.draw_mw * t)}\n"  # mW x s = mJ
+        if self.ecc is not None:
+            counts = self.ecc.counts(self.started_at + t)
+            text += lines(ecc_values(self.architecture, self.bdf, self.memory, counts))
+        return text.encode()
 
 
 def gpu_file(path: str, fn: PciFunction, state: State) -> File:
@@ -99,11 +119,13 @@ def gpu_file(path: str, fn: PciFunction, state: State) -> File:
                             key=lambda f: f.bdf))  # in bus order
     fixed = lines(fixed_values(gpu) + link_values(gpu.nvml, switches)
                   + fabric_values(gpu.nvml, switches) + mig_values(fn, state.mig))
-    draw = gpu.nvml.power_usage_mw
-    if draw is None:  # no draw, no energy counter: nothing moves
+    n = gpu.nvml
+    ecc = n.ecc if n.ecc_current else None  # with ECC off nothing counts (NOT_SUPPORTED)
+    if n.power_usage_mw is None and ecc is None:  # nothing moves
         return File(path, fixed.encode())
-    text = GpuText(fixed, gpu.nvml.energy_mj or 0, draw, state.started_at,
-                   state.counter_quantum)
+    text = GpuText(fixed, n.energy_mj or 0, n.power_usage_mw, state.started_at,
+                   state.counter_quantum, ecc, ARCHITECTURES.get(gpu.architecture), fn.bdf,
+                   n.memory.total if n.memory else None)
     return File(path, text, quantum=state.counter_quantum)
 
 

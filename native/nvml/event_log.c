@@ -2,7 +2,7 @@
 /* An event set's reading of the view's kernel log (dev/kmsg): one record a read, O_NONBLOCK.
  * A driver's Xid line, "NVRM: Xid (PCI:dddd:bb:dd): N, ...", names the GPU by its bus; the
  * record becomes an event of the first registration of that GPU that wants Xids and came
- * before it. Records are numbered: one read twice (the log opened again) is skipped. */
+ * before it; an Xid 48 also one of the first that wants double bit ECC errors. Records are numbered: one read twice (the log opened again) is skipped. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -19,6 +19,7 @@
 #define XID_UNKNOWN 999  /* the API's eventData for an Xid that cannot be told */
 #define NO_INSTANCE 0xFFFFFFFFu /* the instance IDs of an event of a GPU not in MIG mode */
 #define MAX_DRAIN 4096   /* records one drain reads at most (the log's ring) */
+#define DBE_XID 48       /* the driver's Xid for an uncorrectable (double bit) ECC error */
 
 /* The log opened O_NONBLOCK: from the oldest record (the set read some: those it read are
  * skipped by number) or at the end (a read there makes the daemon know the place) */
@@ -48,28 +49,49 @@ static int xid_of(const char *text, unsigned int at[3], unsigned long long *xid)
     return 0;
 }
 
-/* The event of one record for the set's registrations, queued: under set->lock */
+/* An event queued: under set->lock; full, the oldest goes */
+static void queue(nvmlEventSet_t set, nvmlDevice_t device, unsigned long long type,
+                  unsigned long long data)
+{
+    if (set->queued == QUEUED) {
+        set->head = (set->head + 1) % QUEUED;
+        set->queued--;
+    }
+    set->queue[(set->head + set->queued++) % QUEUED] = (nvmlEventData_t){
+        .device = device, .eventType = type, .eventData = data,
+        .gpuInstanceId = NO_INSTANCE, .computeInstanceId = NO_INSTANCE};
+}
+
+/* The first registration of the GPU at "at" that wants the type and came before seq */
+static const struct registration *wanting(nvmlEventSet_t set, const unsigned int at[3],
+                                          unsigned long long seq, unsigned long long type)
+{
+    unsigned int gpu[4];
+    for (unsigned int i = 0; i < set->registered; i++) {
+        const struct registration *r = &set->regs[i];
+        if ((r->types & type) && seq >= r->since
+            && bdf_split(r->device->bdf, &gpu[0], &gpu[1], &gpu[2], &gpu[3]) == 0
+            && gpu[0] == at[0] && gpu[1] == at[1] && gpu[2] == at[2])
+            return r;
+    }
+    return NULL;
+}
+
+/* The events of one record for the set's registrations, queued: under set->lock. An Xid is
+ * an Xid critical error; an Xid 48 (the driver's double bit ECC error) is also a double bit
+ * ECC error event, with no data, as the driver notifies both. */
 static void match(nvmlEventSet_t set, unsigned long long seq, const char *text)
 {
-    unsigned int at[3], gpu[4];
+    unsigned int at[3];
     unsigned long long xid;
     if (xid_of(text, at, &xid) < 0)
         return;
-    for (unsigned int i = 0; i < set->registered; i++) {
-        const struct registration *r = &set->regs[i];
-        if (!(r->types & nvmlEventTypeXidCriticalError) || seq < r->since
-            || bdf_split(r->device->bdf, &gpu[0], &gpu[1], &gpu[2], &gpu[3]) < 0
-            || gpu[0] != at[0] || gpu[1] != at[1] || gpu[2] != at[2])
-            continue;
-        if (set->queued == QUEUED) { /* full: the oldest goes */
-            set->head = (set->head + 1) % QUEUED;
-            set->queued--;
-        }
-        set->queue[(set->head + set->queued++) % QUEUED] = (nvmlEventData_t){
-            .device = r->device, .eventType = nvmlEventTypeXidCriticalError, .eventData = xid,
-            .gpuInstanceId = NO_INSTANCE, .computeInstanceId = NO_INSTANCE};
-        return;
-    }
+    const struct registration *r = wanting(set, at, seq, nvmlEventTypeXidCriticalError);
+    if (r)
+        queue(set, r->device, nvmlEventTypeXidCriticalError, xid);
+    r = xid == DBE_XID ? wanting(set, at, seq, nvmlEventTypeDoubleBitEccError) : NULL;
+    if (r)
+        queue(set, r->device, nvmlEventTypeDoubleBitEccError, 0);
 }
 
 /* One record read and matched (under set->reading): 0, or the read's errno (EAGAIN:

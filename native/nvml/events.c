@@ -3,8 +3,9 @@
  * at their time (event_log.c reads them). A set opens the log at its creation, at the end; a
  * wait polls it (the daemon answers poll as devkmsg_poll: docs/kmsg.md), so a waiter sleeps
  * in the kernel. A registration sees the records after it (the API: events before it are not
- * recorded). ECC events are supported where ECC is on, and never fire: no fault of the view
- * makes ECC errors. Thread-safe: one wait reads a set's log at a time, others queue. */
+ * recorded). ECC events are supported where ECC is on; a double bit one comes with the
+ * driver's Xid 48 (an ecc-errors fault's uncorrectable error logs one), a single bit one
+ * never. Thread-safe: one wait reads a set's log at a time, others queue. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>

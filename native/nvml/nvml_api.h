@@ -241,6 +241,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t devi
 
 #include "nvml_api_links.h" /* topology, NVLink and fabric */
 #include "nvml_api_events.h" /* health events */
+#include "nvml_api_ecc.h" /* ECC errors, retired pages, remapped rows, clocks events */
 #include "nvml_api_mig.h" /* MIG */
 
 #endif

@@ -82,6 +82,22 @@ static void print_values(unsigned int i, nvmlDevice_t h)
            NVML_ERROR_INVALID_ARGUMENT);
     expect("NULL pending", nvmlDeviceGetEccMode(h, &ecc[0], NULL), NVML_ERROR_INVALID_ARGUMENT);
     expect("NULL power", nvmlDeviceGetPowerUsage(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("no such ECC error type", nvmlDeviceGetTotalEccErrors(h, 2, 0, &energy),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL ECC count", nvmlDeviceGetTotalEccErrors(h, 0, 1, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("no such memory location", nvmlDeviceGetMemoryErrorCounter(h, 0, 0, 9, &energy),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL failure", nvmlDeviceGetRemappedRows(h, &temp, &temp, &temp, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    count = 1;
+    expect("room for pages, no array", nvmlDeviceGetRetiredPages(h, 1, &count, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    count = 0;
+    expect("no such retirement cause", nvmlDeviceGetRetiredPages_v2(h, 2, &count, NULL, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL reasons", nvmlDeviceGetCurrentClocksEventReasons(h, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
     expect("short serial", nvmlDeviceGetSerial(h, serial, 3), NVML_ERROR_INSUFFICIENT_SIZE);
     count = 2;
     expect("room for processes, no array",

@@ -86,7 +86,7 @@ def test_unversioned_name_and_soname(library: Path) -> None:
 def test_every_stub_answers_not_supported(library: Path) -> None:
     lib = ctypes.CDLL(str(library))
     stubs = sorted(name for name, kind in exported(library).items() if kind == "W")
-    assert len(stubs) > 300
+    assert len(stubs) > 250  # most of the API: what is implemented is the fewer
     for name in stubs:  # a stub reads no argument, so none need be passed
         fn = getattr(lib, name)
         fn.restype = ctypes.c_int

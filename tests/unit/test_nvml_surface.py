@@ -52,7 +52,11 @@ def test_h100_values_are_the_profiles() -> None:
         "power_usage": "95000", "power_limit": "700000", "enforced_power_limit": "700000",
         "temperature_gpu": "34", "utilization_gpu": "0", "utilization_memory": "0",
         "performance_state": "0", "persistence_mode": "1", "compute_mode": "0",
-        "ecc_current": "1", "ecc_pending": "1", "energy": "600000"}  # no fan: left out
+        "ecc_current": "1", "ecc_pending": "1", "clocks_event_reasons": "1", "energy": "600000",
+        "ecc_volatile_corrected": "0", "ecc_volatile_uncorrected": "0",
+        "ecc_aggregate_corrected": "0", "ecc_aggregate_uncorrected": "0",
+        "remapped_rows_correctable": "0", "remapped_rows_uncorrectable": "0",
+        "remapped_rows_pending": "0", "remapped_rows_failure": "0"}  # no fan: left out
 
 
 def test_energy_grows_at_the_power_draw_in_quantum_steps() -> None:

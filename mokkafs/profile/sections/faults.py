@@ -34,7 +34,8 @@ class Fault(ClosedSection):
     fraction: float = Field(default=1.0, ge=0, le=1)
     # ib-port-down, ib-port-flap: the cable is out (phys_state Polling, not Disabled)
     cable: bool = False
-    # ib-errors: counters/ and hw_counters/ names and how many per second each grows
+    # ib-errors: counters/ and hw_counters/ names and how many per second each grows;
+    # ecc-errors: corrected, uncorrected
     rates: dict[str, Rate] = Field(default={}, max_length=64)
     # ib-degraded: the lanes the link trained to, and its total rate (default: the same
     # speed per lane); pcie-degraded: the generation and width the link trained to
@@ -44,6 +45,9 @@ class Fault(ClosedSection):
     # xid: the Xid the driver logs, and its message (default: the driver's usual one)
     xid: int | None = Field(default=None, ge=1, le=255)
     text: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[ -~]+$")] | None = None
+    # gpu-hot: the temperature the GPU reads (C), and the clocks it throttles to (MHz)
+    temperature: int | None = Field(default=None, ge=0, le=150)
+    clock_mhz: int | None = Field(default=None, ge=1, le=10_000)
 
 
 class FaultFile(ClosedSection):
