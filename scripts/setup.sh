@@ -43,6 +43,8 @@ TEST_PACKAGES=(
   golang-github-container-orchestrated-devices-container-device-interface-dev
   # the deploy tests: systemd-analyze, and the image base made by debootstrap
   systemd debootstrap
+  # nvtop on mokkafs's NVML, in a tmux session (nvtop is in Debian's contrib: below)
+  nvtop tmux
 )
 APT_PACKAGES=("${RUNTIME_PACKAGES[@]}")
 target=.  # what pip installs: the package, and for the tests its [test] extra
@@ -50,8 +52,18 @@ if ! $runtime_only; then
   APT_PACKAGES+=("${TEST_PACKAGES[@]}")
   target=".[test]"
 fi
+# nvtop is in Debian's contrib component, which a stock Debian 12 does not enable: the tests'
+# set-up adds it, in a sources file of its own, unless a sources file enables it already.
+# APT_ETC (default /etc/apt) is where apt's sources are; the set-up's own test points it away.
+apt_etc=${APT_ETC:-/etc/apt}
+contrib_sources=$apt_etc/sources.list.d/mokkafs-contrib.sources
+contrib_enabled() {  # a line, not a comment, naming the component
+  grep -qsE '^[^#]*\<contrib\>' "$apt_etc/sources.list" "$apt_etc"/sources.list.d/*.list \
+    "$apt_etc"/sources.list.d/*.sources
+}
 if $list; then
   echo "apt: ${APT_PACKAGES[*]}"
+  $runtime_only || echo "apt-sources: contrib (bookworm, for nvtop) unless enabled"
   echo "pip: pyfuse3 (patched), -e $target"
   exit 0
 fi
@@ -65,12 +77,20 @@ upgrade_pip() {  # once a run, before the first install (Debian's pip is old)
   pip_upgraded=true
 }
 
+sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+if ! $runtime_only && ! contrib_enabled; then
+  say "adding Debian's contrib component (for nvtop) to apt: $contrib_sources"
+  printf '%s\n' "# Debian's contrib component, for nvtop: added by mokkafs's scripts/setup.sh" \
+    "Types: deb" "URIs: http://deb.debian.org/debian" "Suites: bookworm bookworm-updates" \
+    "Components: contrib" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" |
+    "${sudo_cmd[@]}" tee "$contrib_sources" >/dev/null
+fi
+
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   say "apt-get update (the package lists)"
   "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   say "apt-get install ${#missing[@]} packages (a minute or more on a bare machine): ${missing[*]}"

@@ -88,6 +88,7 @@ def test_the_demo_sets_up_what_it_runs_and_the_tests_everything(tmp_path: Path) 
                "git"}  # clean_copy runs git: a bare Debian 12 has none
     assert not tooling & set(demo["apt"])
     assert set(demo["apt"]) | tooling <= set(tests["apt"])
+    assert {"nvtop", "tmux"} <= set(tests["apt"]) and "apt-sources" not in demo
     assert demo["pip"][-1] == "." and tests["pip"][-1] == ".[test]"  # mypy, ruff, Helm: tests'
     # and scripts/demo.sh asks for that set-up: run it with a set-up that records its request
     (tmp_path / "scripts").mkdir()
@@ -155,12 +156,14 @@ def test_a_first_setup_says_what_each_long_step_does_before_it_starts(tmp_path: 
         path.write_text(f"#!/bin/bash\n{text}")
         path.chmod(0o755)
     log = tmp_path / "log"
+    apt = tmp_path / "etc-apt"  # a stock Debian 12's: no contrib
+    (apt / "sources.list.d").mkdir(parents=True)
     with open(log, "a") as stderr:
         ran = subprocess.run(["bash", "scripts/setup.sh"], cwd=checkout, stderr=stderr,
                              stdout=subprocess.DEVNULL, timeout=60,
                              env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
                                   "PYTHON": str(tmp_path / "bin/python"),
-                                  "SETUP_LOG": str(log)})
+                                  "SETUP_LOG": str(log), "APT_ETC": str(apt)})
     lines = log.read_text().splitlines()
     assert ran.returncode == 0, lines
     steps = [(before, line) for before, line in pairwise(lines)
@@ -172,3 +175,7 @@ def test_a_first_setup_says_what_each_long_step_does_before_it_starts(tmp_path: 
     unannounced = [line for before, line in steps if not before.startswith("setup: ")]
     assert not unannounced, lines
     assert "apt-get update" in steps[0][0] and "pip install -e .[test]" in steps[-1][0]
+    # nvtop's component, added before the update, in a file of its own
+    contrib = (apt / "sources.list.d/mokkafs-contrib.sources").read_text()
+    assert "Components: contrib" in contrib and "Suites: bookworm" in contrib
+    assert any("contrib" in line for line in lines[:lines.index(steps[0][1])])
