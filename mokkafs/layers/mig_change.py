@@ -27,7 +27,7 @@ from mokkafs.state import State
 if TYPE_CHECKING:
     from mokkafs.profile.mig import Layout
 
-ACTIONS = ("list", "cgi", "dgi", "cci", "dci")
+ACTIONS = ("list", "cgi", "dgi", "cci", "dci", "mode")
 
 
 def recheck(profile: State, minor: int, instances: tuple[GpuInstance, ...], where: YamlPath,
@@ -119,6 +119,19 @@ def _destroyed(made: list[GpuInstance], gpu: int, action: str, gis: list[int],
         raise UsageError("No compute instances found: Not Found")
 
 
+def _starts(starts: Any, count: int) -> list[int | None]:
+    """The placement asked for each new GPU instance (``-cgi PROFILE:START``; None: the
+    driver's choice); a request without ``starts`` asks for none."""
+    if starts is None:
+        return [None] * count
+    if not isinstance(starts, list) or len(starts) != count or any(
+            s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0)
+            for s in starts):
+        raise UsageError("mig: starts must be a placement start (a number from 0) or null "
+                         "for each profile")
+    return starts
+
+
 def change(gpu: MigGpu, device: int, request: Mapping[str, Any]) -> tuple[GpuInstance, ...]:
     """The GPU's new layout after ``request`` (cgi, dgi, cci or dci); raises ProfileError
     naming what cannot be done."""
@@ -137,9 +150,11 @@ def change(gpu: MigGpu, device: int, request: Mapping[str, Any]) -> tuple[GpuIns
             problems.add(("-gi",), f"GPU {request['gpu']} has no GPU instance {g}")
     problems.check()
     if action == "cgi":
-        for pos, name in enumerate(request.get("profiles") or []):
+        profiles = request.get("profiles") or []
+        starts = _starts(request.get("starts"), len(profiles))
+        for pos, name in enumerate(profiles):
             key = _gi_key(layout, str(name), ("-cgi", pos))
-            made = layout.gpu_instance(key, None, None, ("-cgi", pos)) if key else None
+            made = layout.gpu_instance(key, starts[pos], None, ("-cgi", pos)) if key else None
             if made is not None and request.get("C"):
                 layout.with_compute(made, [(None, made.slices)], ("-C",))
     elif action == "dgi":

@@ -230,6 +230,9 @@ def restore_at_start(state_file: StateFile | None, profile: State, now: float,
     if layouts or writes:
         log.info("restored %d MIG layouts and %d sysfs writes from %s", layouts, writes,
                  state_file.path)
+    if restored.layers.mig.modes:
+        log.info("restored %d MIG modes from %s", len(restored.layers.mig.modes),
+                 state_file.path)
     for f in state.faults:
         if f.restored:
             left = remaining(f, now)
