@@ -3,8 +3,10 @@ real node's: what the control socket's ``{"op": "mig", ...}`` requests make of a
 (``change``), each a new entry of the MIG book (``mokkafs.layers.mig``).
 
 Each change makes a whole new layout of one GPU, checked like a profile's (placements, slices,
-IDs: ``mokkafs.profile.mig``), and is served as one new State: no view holds a compute
-instance whose GPU instance is gone. ``recheck`` checks a layout a state file kept the same way.
+IDs: ``mokkafs.profile.mig``; a ``cgi``'s ``starts``, one per profile, ask for placements as
+``nvidia-smi mig -cgi PROFILE:START`` does, null the driver's choice), and is served as one
+new State: no view holds a compute instance whose GPU instance is gone. ``recheck`` checks a
+layout a state file kept the same way.
 
 Part of the compile's run-time side: the MIG layer imports this module at the first MIG
 request or the first check of a state file's layouts, and the layout checker (and with it
