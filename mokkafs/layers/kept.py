@@ -9,7 +9,7 @@ Part of the compile's run-time side: imported at the state file's first read or 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -70,11 +70,17 @@ class KeptLayout(Closed):
     layout: list[KeptInstance] = Field(max_length=SLICES)
 
 
+class KeptMode(Closed):
+    minor: int = Field(ge=0, lt=MAX_GPUS)
+    mode: Literal[0, 1]
+
+
 class MigKept(Closed):
     """``mig``: the MIG layouts set at run time, each with the profile's layout it was made
-    over."""
+    over; ``mig_modes``: the MIG modes set at run time, each the other of the profile's."""
 
     mig: list[KeptLayout] = Field(default=[], max_length=MAX_GPUS)
+    mig_modes: list[KeptMode] = Field(default=[], max_length=MAX_GPUS)
 
 
 class KeptWrite(Closed):

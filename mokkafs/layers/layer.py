@@ -94,8 +94,8 @@ class Layer(Protocol[B]):
     through_mount: bool = False
     listed: bool = True  # shown by ``{"op": "list"}`` (``mokkafs fault list``)
     ops: Mapping[str, Op] = NO_OPS  # the control requests it answers, by ``op``
-    # Its sections of the state file a reboot ends (each a list), with what each entry is;
-    # none: it is restored after a reboot too.
+    # Its sections of the state file a reboot ends (each a list), with what each entry is:
+    # after a reboot it restores the others, those empty; none: all of it is restored.
     reboot_ends: Mapping[str, str] = NONE_ENDS
 
     def holds(self, book: B) -> bool:

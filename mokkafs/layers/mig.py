@@ -1,9 +1,11 @@
-"""The MIG layouts set at run time (``MigBook``), and their layer (``MIG``): the control
-socket's ``{"op": "mig", ...}`` requests make its entries (``mokkafs.layers.mig_change``).
+"""The MIG modes and layouts set at run time (``MigBook``), and their layer (``MIG``): the
+control socket's ``{"op": "mig", ...}`` requests make its entries (``mokkafs.layers.mig_change``
+the layouts, ``mokkafs.layers.mig_mode`` the modes).
 
-A book entry holds while the profile's own layout of that GPU stays the one it was made over;
-a profile that changes it (or takes the GPU out of MIG mode) ends the entry, with a log line,
-as a real node's reboot into a new layout would. A reboot ends them all.
+A mode entry holds while the profile boots that GPU in the other mode; a layout entry while the
+profile's own layout of that GPU (after the modes) stays the one it was made over. A profile
+that changes either ends the entry, with a log line, as a real node's reboot into a new layout
+would. A reboot ends the layouts, not the modes: a real GPU keeps its MIG mode across reboots.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from mokkafs.layers.layer import Edit, Layer, Op, Served, Written
-from mokkafs.model.mig import ComputeInstance, GpuInstance
+from mokkafs.layers.mig_mode import Layouts, capable, mode_of, recheck_modes, set_mode
+from mokkafs.model.mig import ComputeInstance, GpuInstance, MigGpu
 from mokkafs.state import State
 
 if TYPE_CHECKING:
@@ -26,20 +29,32 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Layouts = dict[int, tuple[tuple[GpuInstance, ...], tuple[GpuInstance, ...]]]
-
-
 @dataclass
 class MigBook:
-    """Run-time layouts by GPU minor: (the profile's layout it was made over, the layout)."""
+    """Run-time layouts by GPU minor: (the profile's layout it was made over, the layout);
+    and MIG modes by GPU minor, each the other of the profile's (``mokkafs.layers.mig_mode``).
+    A GPU turned on has no instances, one turned off none either: it leaves ``State.mig``."""
 
     layouts: Layouts = field(default_factory=dict)
+    modes: dict[int, bool] = field(default_factory=dict)
 
     def copy(self) -> MigBook:
-        return MigBook(dict(self.layouts))
+        return MigBook(dict(self.layouts), dict(self.modes))
+
+    def moded(self, profile: State) -> State:
+        """``profile`` with the run-time MIG modes (the base of the run-time layouts)."""
+        if not self.modes:
+            return profile
+        mig = [g for g in profile.mig if self.modes.get(g.minor, True)]
+        have = {g.minor for g in mig}
+        mig += [MigGpu(fn.bdf, fn.gpu.minor) for fn in profile.gpus()
+                if fn.gpu is not None and self.modes.get(fn.gpu.minor)
+                and fn.gpu.minor not in have]
+        return replace(profile, mig=tuple(sorted(mig, key=lambda g: g.minor)))
 
     def over(self, profile: State) -> State:
-        """``profile`` with the run-time layouts whose base it still has."""
+        """``profile`` with the run-time modes, then the layouts whose base it still has."""
+        profile = self.moded(profile)
         if not self.layouts:
             return profile
         mig = tuple(replace(g, instances=self.layouts[g.minor][1])
@@ -48,8 +63,17 @@ class MigBook:
         return replace(profile, mig=mig)
 
     def prune(self, profile: State) -> None:
-        """Forget the entries ``profile`` no longer has the base of."""
-        bases = {g.minor: g.instances for g in profile.mig}
+        """Forget the entries ``profile`` no longer has the base of: a mode it boots the GPU
+        in, or a layout its own (after the modes) no longer is."""
+        if self.modes:
+            booted = {g.minor for g in profile.mig}
+            minors = {fn.gpu.minor for fn in profile.gpus() if fn.gpu and capable(fn)}
+            for minor in list(self.modes):
+                if minor not in minors or (minor in booted) == self.modes[minor]:
+                    log.info("MIG mode of GPU minor %d set at run time ends: the profile "
+                             "changed it", minor)
+                    del self.modes[minor]
+        bases = {g.minor: g.instances for g in self.moded(profile).mig}
         for minor in list(self.layouts):
             if bases.get(minor) != self.layouts[minor][0]:
                 log.info("MIG layout of GPU minor %d set at run time ends: the profile "
@@ -86,7 +110,7 @@ class MigLayer(Layer[MigBook]):
     reboot_ends = MappingProxyType({"mig": "MIG layouts"})
 
     def holds(self, book: MigBook) -> bool:
-        return bool(book.layouts)
+        return bool(book.layouts or book.modes)
 
     def over(self, book: MigBook, state: State) -> State:
         book.prune(state)
@@ -99,13 +123,18 @@ class MigLayer(Layer[MigBook]):
               ) -> Edit[MigBook] | None:
         from mokkafs.layers.mig_change import action_of, change, gpu_of
 
-        if action_of(request) == "list":
+        action = action_of(request)
+        if action == "list":
             return None
         index = int(request.get("gpu", -1))
+        if action == "mode":
+            on = mode_of(request)
+            return lambda book, profile: set_mode(book.modes, book.layouts,
+                                                  book.over(profile), profile, index, on)
 
         def edit(book: MigBook, profile: State) -> None:
             gpu, device = gpu_of(profile, book.over(profile), index)
-            base = next(g.instances for g in profile.mig if g.minor == gpu.minor)
+            base = next(g.instances for g in book.moded(profile).mig if g.minor == gpu.minor)
             book.layouts[gpu.minor] = (base, change(gpu, device, request))
 
         return edit
@@ -118,18 +147,24 @@ class MigLayer(Layer[MigBook]):
     def record(self, book: MigBook, state: State) -> dict[str, Any]:
         return {"mig": [{"minor": minor, "base": [_instance(g) for g in base],
                          "layout": [_instance(g) for g in layout]}
-                        for minor, (base, layout) in sorted(book.layouts.items())]}
+                        for minor, (base, layout) in sorted(book.layouts.items())],
+                **({"mig_modes": [{"minor": minor, "mode": int(on)}
+                                  for minor, on in sorted(book.modes.items())]}
+                   if book.modes else {})}  # (a file without modes: as before them)
 
     def restore(self, kept: Any, written: Written) -> tuple[MigBook, dict[str, float]]:
-        return MigBook({k.minor: (_instances(k.base), _instances(k.layout))
-                        for k in kept.mig}), {}
+        return MigBook({k.minor: (_instances(k.base), _instances(k.layout)) for k in kept.mig},
+                       {k.minor: bool(k.mode) for k in kept.mig_modes}), {}
 
     def recheck(self, book: MigBook, profile: State) -> None:
-        """Each layout is one ``mokkafs mig`` could have made over the profile's (those whose
-        base the profile changed end)."""
-        if not book.layouts:
+        """Each mode is one ``mokkafs mig -mig`` could have set (on a MIG-capable GPU, with no
+        layout kept while off), each layout one ``mokkafs mig`` could have made over the
+        profile's (those whose base the profile changed end)."""
+        if not (book.layouts or book.modes):
             return
         from mokkafs.layers.mig_change import recheck_kept
+
+        recheck_modes(book.modes, book.layouts, profile)
 
         at = {minor: pos for pos, minor in enumerate(book.layouts)}  # (in the file's order)
         book.prune(profile)

@@ -3,8 +3,10 @@ real node's: what the control socket's ``{"op": "mig", ...}`` requests make of a
 (``change``), each a new entry of the MIG book (``mokkafs.layers.mig``).
 
 Each change makes a whole new layout of one GPU, checked like a profile's (placements, slices,
-IDs: ``mokkafs.profile.mig``), and is served as one new State: no view holds a compute
-instance whose GPU instance is gone. ``recheck`` checks a layout a state file kept the same way.
+IDs: ``mokkafs.profile.mig``; a ``cgi``'s ``starts``, one per profile, ask for placements as
+``nvidia-smi mig -cgi PROFILE:START`` does, null the driver's choice), and is served as one
+new State: no view holds a compute instance whose GPU instance is gone. ``recheck`` checks a
+layout a state file kept the same way.
 
 Part of the compile's run-time side: the MIG layer imports this module at the first MIG
 request or the first check of a state file's layouts, and the layout checker (and with it
@@ -27,7 +29,7 @@ from mokkafs.state import State
 if TYPE_CHECKING:
     from mokkafs.profile.mig import Layout
 
-ACTIONS = ("list", "cgi", "dgi", "cci", "dci")
+ACTIONS = ("list", "cgi", "dgi", "cci", "dci", "mode")
 
 
 def recheck(profile: State, minor: int, instances: tuple[GpuInstance, ...], where: YamlPath,
@@ -119,6 +121,19 @@ def _destroyed(made: list[GpuInstance], gpu: int, action: str, gis: list[int],
         raise UsageError("No compute instances found: Not Found")
 
 
+def _starts(starts: Any, count: int) -> list[int | None]:
+    """The placement asked for each new GPU instance (``-cgi PROFILE:START``; None: the
+    driver's choice); a request without ``starts`` asks for none."""
+    if starts is None:
+        return [None] * count
+    if not isinstance(starts, list) or len(starts) != count or any(
+            s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0)
+            for s in starts):
+        raise UsageError("mig: starts must be a placement start (a number from 0) or null "
+                         "for each profile")
+    return starts
+
+
 def change(gpu: MigGpu, device: int, request: Mapping[str, Any]) -> tuple[GpuInstance, ...]:
     """The GPU's new layout after ``request`` (cgi, dgi, cci or dci); raises ProfileError
     naming what cannot be done."""
@@ -137,9 +152,11 @@ def change(gpu: MigGpu, device: int, request: Mapping[str, Any]) -> tuple[GpuIns
             problems.add(("-gi",), f"GPU {request['gpu']} has no GPU instance {g}")
     problems.check()
     if action == "cgi":
-        for pos, name in enumerate(request.get("profiles") or []):
+        profiles = request.get("profiles") or []
+        starts = _starts(request.get("starts"), len(profiles))
+        for pos, name in enumerate(profiles):
             key = _gi_key(layout, str(name), ("-cgi", pos))
-            made = layout.gpu_instance(key, None, None, ("-cgi", pos)) if key else None
+            made = layout.gpu_instance(key, starts[pos], None, ("-cgi", pos)) if key else None
             if made is not None and request.get("C"):
                 layout.with_compute(made, [(None, made.slices)], ("-C",))
     elif action == "dgi":

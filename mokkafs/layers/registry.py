@@ -1,10 +1,10 @@
 """The run-time layers, in the order they apply (``LAYERS``, the one statement of it), and a
 daemon's books of them (``Layers``), with what a state file gives back (``Restored``).
 
-Innermost first: the MIG layouts set at run time, the faults applied and cleared over the
-control socket, the sysfs writes taken. Each applies over the State the ones before it made.
-``Layers.over`` puts them over a profile's State in that order; the state file keeps and
-restores them in it; the control socket finds a request's layer in it.
+Innermost first: the MIG modes and layouts set at run time, the faults applied and cleared
+over the control socket, the sysfs writes taken. Each applies over the State the ones before
+it made. ``Layers.over`` puts them over a profile's State in that order; the state file keeps
+and restores them in it; the control socket finds a request's layer in it.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class Layers:
     @property
     def empty(self) -> bool:
         """Whether nothing changed at run time is kept (no fault applied or cleared, no MIG
-        layout, no write, no dynamic ID)."""
+        mode or layout, no write, no dynamic ID)."""
         return not any(layer.holds(self[layer]) for layer in LAYERS)
 
     def over(self, profile: State) -> State:

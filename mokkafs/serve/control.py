@@ -7,7 +7,8 @@ own user are refused by their credentials too. One request per connection, one J
 way. ``{"op": "list"}`` lists the layers that say so (the faults and the writes); every other
 request is a run-time layer's (``Layer.ops``, found through ``mokkafs.layers.registry``):
 ``{"op": "apply", "file": NAME, "text": YAML}``, ``{"op": "clear", "names": [...]}`` (the
-faults), ``{"op": "mig", "action": ..., ...}`` (``mokkafs mig``), ``{"op": "writes"}``,
+faults), ``{"op": "mig", "action": ..., ...}`` (``mokkafs mig``: list, cgi with optional
+``starts``, dgi, cci, dci, and mode), ``{"op": "writes"}``,
 ``{"op": "clear-writes"}`` (``mokkafs writes``). The answer is ``{"ok": true, LAYER: [...]}``
 (``"faults"``, ``"mig"``, ``"writes"``: the layer's listing after the change) or ``{"ok":
 false, "error": MESSAGE, "exit": STATUS}``. Like the metrics endpoint it cannot starve the

@@ -1,7 +1,7 @@
 """The state file: what a daemon changed at run time (faults applied over the control socket,
-profile faults cleared, MIG layouts, sysfs writes), kept so the next daemon (after a kill, an
-OOM kill, an upgrade, a reboot) goes on from there. The document is ``mokkafs.serve.record``'s;
-this is the file.
+profile faults cleared, MIG modes and layouts, sysfs writes), kept so the next daemon (after a
+kill, an OOM kill, an upgrade, a reboot) goes on from there. The document is
+``mokkafs.serve.record``'s; this is the file.
 
 It lives in ``--state-dir`` (default: the control socket's directory), a directory only root
 may write, as ``<the mountpoint, escaped as systemd-escape --path does>.json``:
@@ -229,6 +229,9 @@ def restore_at_start(state_file: StateFile | None, profile: State, now: float,
     layouts, writes = len(restored.layers.mig.layouts), len(restored.layers.writes.writes)
     if layouts or writes:
         log.info("restored %d MIG layouts and %d sysfs writes from %s", layouts, writes,
+                 state_file.path)
+    if restored.layers.mig.modes:
+        log.info("restored %d MIG modes from %s", len(restored.layers.mig.modes),
                  state_file.path)
     for f in state.faults:
         if f.restored:

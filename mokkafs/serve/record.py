@@ -7,11 +7,13 @@ A JSON object, its schema versioned: ``format`` and ``version``, then when it wa
 (``boot_id``, the daemon's clock and the wall clock) and each layer's sections, by the layers'
 registry (``mokkafs.layers.registry.LAYERS``): each layer records, checks (``Layer.schema``:
 ``mokkafs.layers.kept``) and restores its own, so a new layer is a new section and no edit
-here. A section absent is empty. Today: ``mig``, ``faults``, ``writes`` and ``dynids``.
+here. A section absent is empty. Today: ``mig``, ``mig_modes``, ``faults``, ``writes`` and
+``dynids``.
 
 A reboot ends the sections a layer says it does (``Layer.reboot_ends``: the MIG layouts and
 the writes, as it ends a real node's GPU instances and VFs, which are made again after each
-boot); the faults carry on, as the test they stage would.
+boot); the layer restores the rest of its sections. The faults carry on, as the test they
+stage would; so do the MIG modes, as a real GPU keeps its MIG mode across reboots.
 
 Timing: a fault's origin is kept on the daemon's clock (CLOCK_MONOTONIC, which every process of
 one boot shares). Restored in the same boot, it is that origin as it was: the time the daemons
@@ -96,12 +98,13 @@ def restore(text: str, boot_id: str, clock: float, wall: float) -> Restored:
     written = Written(doc.clock, clock, since)
     restored = Restored(Layers(), rebooted=written.rebooted)
     for layer in LAYERS:
+        kept = doc
         if written.rebooted and layer.reboot_ends:
             restored.ended += [f"{len(getattr(doc, key))} {what} set at run time: a reboot "
                                "ends them, as a real node's"
                                for key, what in layer.reboot_ends.items() if getattr(doc, key)]
-            continue
-        restored.layers[layer], origins = layer.restore(doc, written)
+            kept = doc.model_copy(update={key: [] for key in layer.reboot_ends})
+        restored.layers[layer], origins = layer.restore(kept, written)
         restored.origins.update(origins)
     return restored
 

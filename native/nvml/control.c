@@ -136,25 +136,34 @@ static nvmlReturn_t read_answer(int fd, double deadline, int *ok)
     return ret;
 }
 
-nvmlReturn_t control_mig(const char *action, unsigned int index, int profile, int gi, int ci,
-                         int *refused)
+/* "key": [value], or "key": value when bare, when value >= 0; else nothing */
+static void field(char *out, size_t size, const char *key, int value, int bare)
 {
-    char path[PATH_MAX], request[256], profiles[16] = "", gis[16] = "", cis[16] = "";
+    if (value < 0)
+        out[0] = '\0';
+    else
+        snprintf(out, size, bare ? ", \"%s\": %d" : ", \"%s\": [%d]", key, value);
+}
+
+nvmlReturn_t control_mig(const struct mig_request *req, int *refused)
+{
+    char path[PATH_MAX], request[320], profiles[32] = "", starts[32], gis[32], cis[32],
+        mode[32];
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     *refused = 0;
     if (view_control(path, sizeof(path)) < 0 || strlen(path) >= sizeof(addr.sun_path))
         return NVML_ERROR_NO_PERMISSION;
     memcpy(addr.sun_path, path, strlen(path) + 1);
-    if (profile >= 0)
-        snprintf(profiles, sizeof(profiles), "\"%d\"", profile);
-    if (gi >= 0)
-        snprintf(gis, sizeof(gis), "%d", gi);
-    if (ci >= 0)
-        snprintf(cis, sizeof(cis), "%d", ci);
+    if (req->profile >= 0) /* a name or an ID: the daemon reads it as nvidia-smi's -cgi */
+        snprintf(profiles, sizeof(profiles), "\"%d\"", req->profile);
+    field(starts, sizeof(starts), "starts", req->start, 0);
+    field(gis, sizeof(gis), "gi", req->gi, 0);
+    field(cis, sizeof(cis), "ci", req->ci, 0);
+    field(mode, sizeof(mode), "mode", req->mode, 1);
     int n = snprintf(request, sizeof(request),
                      "{\"op\": \"mig\", \"action\": \"%s\", \"gpu\": %u, \"profiles\": [%s], "
-                     "\"C\": false, \"gi\": [%s], \"ci\": [%s]}\n",
-                     action, index, profiles, gis, cis);
+                     "\"C\": false%s%s%s%s}\n",
+                     req->action, req->index, profiles, starts, gis, cis, mode);
     if (n < 0 || (size_t)n >= sizeof(request))
         return NVML_ERROR_UNKNOWN;
 

@@ -73,12 +73,17 @@ nvmlReturn_t mig_device_resolve(nvmlDevice_t device, struct mig_gpu **g,
                                 const struct mig_gi **gi, const struct mig_ci **ci);
 
 /* control.c: one MIG request to the daemon's control socket, {"op": "mig", "action": action,
- * "gpu": index, "profiles": [profile] (when profile >= 0), "gi": [gi] (when gi >= 0),
- * "ci": [ci] (when ci >= 0)}. NVML_SUCCESS when it was carried out; NO_PERMISSION without a
- * socket (MOKKAFS_CONTROL), one the caller may not reach, or a daemon that refused the
- * caller; TIMEOUT; UNKNOWN. *refused is set when the daemon answered it would not make the
- * change (its bounds: the caller says which NVML error that is). */
-nvmlReturn_t control_mig(const char *action, unsigned int index, int profile, int gi, int ci,
-                         int *refused);
+ * "gpu": index, "profiles": [profile] (when profile >= 0), "starts": [start] (when start >= 0),
+ * "gi": [gi] (when gi >= 0), "ci": [ci] (when ci >= 0), "mode": mode (when mode >= 0)}.
+ * NVML_SUCCESS when it was carried out; NO_PERMISSION without a socket (MOKKAFS_CONTROL), one
+ * the caller may not reach, or a daemon that refused the caller; TIMEOUT; UNKNOWN. *refused is
+ * set when the daemon answered it would not make the change (its bounds: the caller says
+ * which NVML error that is). */
+struct mig_request {
+    const char *action;
+    unsigned int index;
+    int profile, start, gi, ci, mode; /* -1: not in the request */
+};
+nvmlReturn_t control_mig(const struct mig_request *req, int *refused);
 
 #endif

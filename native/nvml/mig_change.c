@@ -11,20 +11,31 @@
  * meanwhile) is INSUFFICIENT_RESOURCES, or INVALID_ARGUMENT for a destroy. After the change,
  * the new instance's handle is found in the view, where the daemon put it.
  *
- * The daemon's request has no placement: a GPU instance goes where the driver puts it (the
- * highest free start, mig_free_start). CreateGpuInstanceWithPlacement makes it at that
- * placement; another free one answers NOT_SUPPORTED. */
+ * A GPU instance goes where the driver puts it (the highest free start, mig_free_start);
+ * CreateGpuInstanceWithPlacement names its placement in the daemon's request, and any free
+ * allowed one is made.
+ *
+ * SetMigMode asks the daemon to turn MIG on or off ({"action": "mode"}): refused, as the
+ * driver refuses it, on a GPU without MIG (NOT_SUPPORTED) and, to turn it off, while GPU
+ * instances exist (IN_USE). No GPU reset is simulated: the mode is current at once, pending
+ * the same, and activationStatus is NVML_SUCCESS. */
 #include <stdlib.h>
 
 #include "mig.h"
 
 /* One request to the daemon; its refusal is the caller's bound error */
-static nvmlReturn_t ask(const char *action, unsigned int index, int profile, int gi, int ci,
-                        nvmlReturn_t bound)
+static nvmlReturn_t ask(struct mig_request req, nvmlReturn_t bound)
 {
     int refused = 0;
-    nvmlReturn_t ret = control_mig(action, index, profile, gi, ci, &refused);
+    nvmlReturn_t ret = control_mig(&req, &refused);
     return ret == NVML_SUCCESS && refused ? bound : ret;
+}
+
+/* A request of action on GPU index naming nothing else yet */
+static struct mig_request request(const char *action, unsigned int index)
+{
+    return (struct mig_request){.action = action, .index = index, .profile = -1, .start = -1,
+                                .gi = -1, .ci = -1, .mode = -1};
 }
 
 static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId,
@@ -49,14 +60,17 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId,
         ret = NVML_ERROR_INVALID_ARGUMENT;
     else if (placement && !mig_room(g, p, placement->start))
         ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
-    else if (start < 0)
+    else if (!placement && start < 0)
         ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
-    else if (placement && placement->start != (unsigned int)start)
-        ret = NVML_ERROR_NOT_SUPPORTED; /* the daemon's request has no placement */
+    if (placement)
+        start = (int)placement->start;
     free(g);
     if (ret != NVML_SUCCESS)
         return ret;
-    ret = ask("cgi", index, (int)profileId, -1, -1, NVML_ERROR_INSUFFICIENT_RESOURCES);
+    struct mig_request req = request("cgi", index);
+    req.profile = (int)profileId;
+    req.start = placement ? start : -1;
+    ret = ask(req, NVML_ERROR_INSUFFICIENT_RESOURCES);
     if (ret != NVML_SUCCESS)
         return ret;
     g = mig_load(device, &ret); /* the new one: the profile's at the start asked for */
@@ -103,7 +117,9 @@ NVML_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
     free(g);
     if (cis)
         return NVML_ERROR_IN_USE;
-    return ask("dgi", index, -1, (int)id, -1, NVML_ERROR_INVALID_ARGUMENT);
+    struct mig_request req = request("dgi", index);
+    req.gi = (int)id;
+    return ask(req, NVML_ERROR_INVALID_ARGUMENT);
 }
 
 /* The new compute instance takes the lowest free ID, as the daemon gives it */
@@ -131,7 +147,10 @@ NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpu
     free(g);
     if (ret != NVML_SUCCESS)
         return ret;
-    ret = ask("cci", index, (int)profileId, (int)gid, -1, NVML_ERROR_INSUFFICIENT_RESOURCES);
+    struct mig_request req = request("cci", index);
+    req.profile = (int)profileId;
+    req.gi = (int)gid;
+    ret = ask(req, NVML_ERROR_INSUFFICIENT_RESOURCES);
     if (ret != NVML_SUCCESS)
         return ret;
     g = mig_load(device, &ret);
@@ -160,5 +179,35 @@ NVML_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeIn
         return ret;
     unsigned int index = g->index, gid = gi->id, cid = ci->id;
     free(g);
-    return ask("dci", index, -1, (int)gid, (int)cid, NVML_ERROR_INVALID_ARGUMENT);
+    struct mig_request req = request("dci", index);
+    req.gi = (int)gid;
+    req.ci = (int)cid;
+    return ask(req, NVML_ERROR_INVALID_ARGUMENT);
+}
+
+/* MIG on or off through the daemon; the mode it already has is asked for too, as the real
+ * library sets it again. A refusal after the checks (another process made a GPU instance
+ * meanwhile) is IN_USE. */
+NVML_API nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode,
+                                           nvmlReturn_t *activationStatus)
+{
+    nvmlReturn_t ret = handle_check_any(device);
+    if (ret == NVML_SUCCESS && (device->mig || !activationStatus
+                                || (mode != NVML_DEVICE_MIG_ENABLE
+                                    && mode != NVML_DEVICE_MIG_DISABLE)))
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    struct mig_gpu *g = ret == NVML_SUCCESS ? mig_load(device, &ret) : NULL;
+    if (!g)
+        return ret;
+    unsigned int index = g->index;
+    if (mode == NVML_DEVICE_MIG_DISABLE && g->current && g->ngis)
+        ret = NVML_ERROR_IN_USE;
+    free(g);
+    struct mig_request req = request("mode", index);
+    req.mode = (int)mode;
+    if (ret == NVML_SUCCESS)
+        ret = ask(req, NVML_ERROR_IN_USE);
+    if (ret == NVML_SUCCESS)
+        *activationStatus = NVML_SUCCESS;
+    return ret;
 }

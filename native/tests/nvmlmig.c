@@ -192,7 +192,10 @@ static void bad_input(nvmlDevice_t h3, nvmlDevice_t h4)
     expect("a ci with no room", nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci),
            NVML_ERROR_INSUFFICIENT_RESOURCES);
     nvmlReturn_t status;
-    expect("set mig mode", nvmlDeviceSetMigMode(h3, 0, &status), NVML_ERROR_NOT_SUPPORTED);
+    expect("mig off with instances", nvmlDeviceSetMigMode(h3, 0, &status), NVML_ERROR_IN_USE);
+    expect("mig mode 2", nvmlDeviceSetMigMode(h3, 2, &status), NVML_ERROR_INVALID_ARGUMENT);
+    expect("mig mode, no status", nvmlDeviceSetMigMode(h3, 1, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
 }
 
 static void *hammer(void *arg)
@@ -224,7 +227,7 @@ struct stand_in {
     int listener;
     const char *const *answers;
     int cases;
-    char heard[4][512];
+    char heard[6][512];
 };
 
 static void *stand_in_serve(void *arg)
@@ -254,7 +257,7 @@ static void *stand_in_serve(void *arg)
     return NULL;
 }
 
-/* What each answer of the daemon to a destroy becomes */
+/* What each answer of the daemon to a destroy becomes, then to a MIG mode change */
 static void control_answers(nvmlDevice_t h3, const char *path)
 {
     static const char *const answers[] = {
@@ -262,10 +265,12 @@ static void control_answers(nvmlDevice_t h3, const char *path)
         NULL,
         "long",
         "{\"mig\": {\"ok\": false, \"x\": \"\\\"ok\\\": false\"}, \"ok\": true}\n",
+        "{\"ok\": false, \"error\": \"refused\", \"exit\": 2}\n",
+        "{\"ok\": true, \"mig\": []}\n",
     };
     static const nvmlReturn_t want[] = {NVML_ERROR_INVALID_ARGUMENT, NVML_ERROR_NO_PERMISSION,
                                         NVML_ERROR_UNKNOWN, NVML_SUCCESS};
-    struct stand_in s = {.answers = answers, .cases = 4};
+    struct stand_in s = {.answers = answers, .cases = 6};
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path);
     s.listener = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -283,11 +288,20 @@ static void control_answers(nvmlDevice_t h3, const char *path)
         expect("ci 0", nvmlGpuInstanceGetComputeInstanceById(gi, 0, &ci), NVML_SUCCESS);
         expect("a destroy the daemon answers", nvmlComputeInstanceDestroy(ci), want[i]);
     }
+    nvmlReturn_t status = NVML_ERROR_UNKNOWN;
+    expect("a mode change the daemon refuses", nvmlDeviceSetMigMode(h3, 1, &status),
+           NVML_ERROR_IN_USE);
+    expect("a mode change the daemon makes", nvmlDeviceSetMigMode(h3, 1, &status),
+           NVML_SUCCESS);
+    same("its activation status", status == NVML_SUCCESS);
     pthread_join(thread, NULL);
     close(s.listener);
     unlink(path);
     same("the request", strcmp(s.heard[0], "{\"op\": \"mig\", \"action\": \"dci\", \"gpu\": 3, "
                                "\"profiles\": [], \"C\": false, \"gi\": [0], \"ci\": [0]}\n") == 0);
+    same("the mode request", strcmp(s.heard[5], "{\"op\": \"mig\", \"action\": \"mode\", "
+                                    "\"gpu\": 3, \"profiles\": [], \"C\": false, "
+                                    "\"mode\": 1}\n") == 0);
 }
 
 int main(int argc, char **argv)

@@ -1,7 +1,9 @@
 """``mokkafs mig`` on a serving daemon: GPU and compute instances created and destroyed at run
 time as ``nvidia-smi mig -cgi/-dgi/-cci/-dci`` would, each change one new view (a reader
 looping through them never sees a compute instance without its GPU instance), refusals that
-say why, and a profile swap that changes the GPU's own layout ending the run-time one."""
+say why, and a profile swap that changes the GPU's own layout ending the run-time one; GPU
+instances at the placements asked for (``-cgi PROFILE:START``), and MIG turned on and off
+(``-mig 1|0``, as ``nvidia-smi -i N -mig``), both kept across a restart."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from pathlib import Path
 
 from tests.helpers.live import Live, live_mount, profile_text, rename_over
 from tests.helpers.mig_reader import passed_since
-from tests.helpers.mounts import REPO, wait_for
+from tests.helpers.mounts import REPO, mokkafs_mount, wait_for
+from tests.helpers.profiles import state_of
 
 GPU3 = "proc/driver/nvidia/capabilities/gpu3/mig"
 
@@ -127,3 +130,82 @@ def test_destroying_an_instance_the_gpu_lacks_fails_as_nvidia_smi_fails_it(
         refused = mig(live, control, "-i", "3", "-dgi", ok=False)
         assert "No GPU instances found: Not Found" in refused.stderr, refused.stderr
         assert instances(live) == []
+
+
+def test_placements_and_mig_modes_change_at_run_time_and_survive_a_restart(
+        tmp_path: Path) -> None:
+    control, mnt = tmp_path / "ctl" / "sock", tmp_path / "mnt"
+    args = ["--profile", "h100-mig", "--control", str(control)]
+    caps = mnt / "proc/driver/nvidia/capabilities"
+    bdf = {fn.gpu.index: fn.bdf for fn in state_of("h100-mig").gpus() if fn.gpu}
+
+    def run(*argv: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([sys.executable, "-m", "mokkafs", "mig", "--control",
+                                 str(control), *argv], capture_output=True, text=True, cwd=REPO,
+                                timeout=60)
+        assert (result.returncode == 0) is ok, (result.stdout, result.stderr)
+        return result
+
+    def mode(index: int) -> tuple[str, str, bool]:
+        place = (mnt / "run/mokkafs-nvml/gpus" / bdf[index]).read_text().splitlines()
+        return (next(x for x in place if x.startswith("mig_mode_current=")),
+                next(x for x in place if x.startswith("mig_mode_pending=")),
+                (caps / f"gpu{index}/mig").is_dir())
+
+    def served() -> dict[str, list[str]]:
+        return {d.name: sorted(str(p.relative_to(d / "mig")) for p in d.rglob("access"))
+                for d in sorted(caps.glob("gpu*"))}
+
+    with mokkafs_mount(mnt, args) as first:
+        run("-i", "3", "-dgi")
+        out = run("-i", "3", "-cgi", "9:0,14:4", "-C").stdout
+        assert out.splitlines() == ["3\tMIG 3g.40gb\t9\t1\t0:4\t0:3g.40gb",
+                                    "3\tMIG 2g.20gb\t14\t5\t4:2\t0:2g.20gb"]
+        refused = run("-i", "3", "-cgi", "14:1", ok=False)
+        assert "2g.20gb cannot start at 1: it starts at 0, 2, 4" in refused.stderr, refused.stderr
+        refused = run("-i", "3", "-cgi", "1g.10gb:5", ok=False)
+        assert "1g.10gb cannot start at 5" in refused.stderr, refused.stderr  # 2g holds 4-5
+        refused = run("-i", "3", "-cgi", "9:x", ok=False)
+        assert "-cgi takes PROFILE or PROFILE:START" in refused.stderr, refused.stderr
+        # MIG off is refused while GPU instances exist, as the driver refuses it
+        refused = run("-i", "3", "-mig", "0", ok=False)
+        assert "Unable to disable MIG Mode for GPU 3: In use by another client" in \
+            refused.stderr, refused.stderr
+        refused = run("-mig", "1", ok=False)
+        assert "name the GPU with -i GPU" in refused.stderr, refused.stderr
+        refused = run("-i", "99", "-mig", "1", ok=False)
+        assert "no GPU 99" in refused.stderr, refused.stderr
+        # on: no instance yet; pending is current (no reset is simulated)
+        assert mode(5) == ("mig_mode_current=0", "mig_mode_pending=0", False)
+        assert run("-i", "5", "-mig", "1").stdout == "Enabled MIG Mode for GPU 5\n"
+        assert mode(5) == ("mig_mode_current=1", "mig_mode_pending=1", True)
+        run("-i", "5", "-mig", "1")  # already on: nothing changes
+        run("-i", "5", "-cgi", "19:3", "-C")
+        run("-i", "4", "-mig", "1")
+        run("-i", "4", "-mig", "0")  # back as the profile boots it: nothing kept
+        # off: the profile's instances destroyed first; on again, they stay gone
+        run("-i", "2", "-dgi")
+        assert run("-i", "2", "-mig", "0").stdout == "Disabled MIG Mode for GPU 2\n"
+        assert mode(2) == ("mig_mode_current=0", "mig_mode_pending=0", False)
+        run("-i", "1", "-dgi")
+        run("-i", "1", "-mig", "0")
+        run("-i", "1", "-mig", "1")
+        listed = run("-lgi").stdout.splitlines()
+        assert sorted({line.split("\t")[0] for line in listed}) == ["0", "3", "5"]
+        before = served()
+        assert before["gpu1"] == [] and "gpu2" not in before and "gpu4" not in before
+        assert before["gpu5"] == ["gi10/access", "gi10/ci0/access"]
+        assert before["gpu3"] == ["gi1/access", "gi1/ci0/access", "gi5/access",
+                                  "gi5/ci0/access"]
+        first.process.kill()
+        first.process.wait()
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+        with mokkafs_mount(mnt, args) as second:
+            assert served() == before
+            assert mode(2) == ("mig_mode_current=0", "mig_mode_pending=0", False)
+            assert mode(5) == ("mig_mode_current=1", "mig_mode_pending=1", True)
+            assert mode(4) == ("mig_mode_current=0", "mig_mode_pending=0", False)
+        first.process.returncode = 0  # killed on purpose
+    log = second.log_text()
+    assert "restored 3 MIG layouts and 0 sysfs writes from" in log, log
+    assert "restored 2 MIG modes from" in log, log

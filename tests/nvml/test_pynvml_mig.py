@@ -3,7 +3,9 @@ mount served with --control: the mode, profiles, placements, instances and MIG d
 with the view's capability files and with ``mokkafs mig -lgi``; instances made and destroyed
 through NVML are the daemon's (they show in both, and to a consumer that initialized before);
 NVML's own errors where the driver gives them, NO_PERMISSION without the control socket or
-when the daemon hangs up, and the daemon's refusal as the API's bound error."""
+when the daemon hangs up, and the daemon's refusal as the API's bound error. GPU instances
+are made at any free placement asked for, and MIG turned on and off (SetMigMode) the same
+way, seen by GetMigMode, the capability files and the daemon."""
 
 from __future__ import annotations
 
@@ -113,7 +115,9 @@ def test_changes_through_nvml_are_the_daemons(node: tuple[Mount, Path]) -> None:
         assert ask(changer, "dci", 3, 0, 0) == 0
         assert ask(changer, "dgi", 3, 0) == 0
         assert capability_instances(mount.path, 3) == {} and daemon_listing(control, 3) == []
-        assert ask(changer, "cgi", 3, 9, [0, 4]) == NOT_SUPPORTED  # not where the driver puts it
+        # a free placement other than the driver's own is made where asked
+        assert ask(changer, "cgi", 3, 9, [0, 4]) == {"gi": 1, "placement": [0, 4]}
+        assert ask(changer, "dgi", 3, 1) == 0
         assert ask(changer, "cgi", 3, 9, [4, 4]) == {"gi": 2, "placement": [4, 4]}
         assert ask(changer, "cgi", 3, 9, [2, 4]) == INVALID  # 3g starts at 0 or 4
         assert ask(changer, "cgi", 3, 9, [4, 4]) == NO_ROOM  # taken
@@ -125,7 +129,7 @@ def test_changes_through_nvml_are_the_daemons(node: tuple[Mount, Path]) -> None:
         assert ask(changer, "cci", 3, 2, 1) == {"ci": 1}
         assert ask(changer, "cci", 3, 2, 2) == NO_ROOM  # 3 slices of 3 in use
         assert ask(changer, "cci", 3, 2, 5) == INVALID
-        assert ask(changer, "setmig", 3, 0) == NOT_SUPPORTED  # no daemon op yet
+        assert ask(changer, "setmig", 3, 0) == IN_USE  # GPU instances left
         assert capability_instances(mount.path, 3) == {2: [0, 1], 10: []}
         after = ask(reader, "read")
         assert isinstance(after, list)
@@ -146,6 +150,39 @@ def test_changes_through_nvml_are_the_daemons(node: tuple[Mount, Path]) -> None:
         last = ask(reader, "read")
         assert isinstance(last, list)
         check_against_view(last, mount.path, control)
+    finally:
+        out = reader.close() + changer.close()
+    assert reader.process.returncode == changer.process.returncode == 0, out
+
+
+def test_mig_mode_and_placements_through_nvml(node: tuple[Mount, Path]) -> None:
+    """GPU 4 (whole in the profile) turned on, given instances at placements the driver would
+    not choose, refused off while they exist, then off again, as it was."""
+    mount, control = node
+    reader, changer = process(mount.path), process(mount.path, control)  # init'd before
+    try:
+        assert ask(reader, "setmig", 4, 1) == NO_PERMISSION  # no control socket given
+        assert ask(changer, "setmig", 4, 2) == INVALID
+        assert ask(changer, "setmig", 4, 1) == 0  # activationStatus: NVML_SUCCESS
+        assert ask(changer, "setmig", 4, 1) == 0  # already on: set again
+        on = ask(reader, "read")
+        assert isinstance(on, list)
+        assert (on[4]["mode"], on[4]["max"], on[4]["gis"]) == ([1, 1], 7, [])
+        assert (mount.path / "proc/driver/nvidia/capabilities/gpu4/mig").is_dir()
+        assert capability_instances(mount.path, 4) == {} and daemon_listing(control, 4) == []
+        assert ask(changer, "cgi", 4, 9, [0, 4]) == {"gi": 1, "placement": [0, 4]}
+        assert ask(changer, "cgi", 4, 9, [0, 4]) == NO_ROOM  # taken
+        assert ask(changer, "cgi", 4, 14, [4, 2]) == {"gi": 5, "placement": [4, 2]}
+        assert ask(changer, "cgi", 4, 14, [5, 2]) == INVALID  # 2g starts at 0, 2 or 4
+        assert capability_instances(mount.path, 4) == {1: [], 5: []}
+        assert [row[3:5] for row in daemon_listing(control, 4)] == [["1", "0:4"], ["5", "4:2"]]
+        assert ask(changer, "setmig", 4, 0) == IN_USE
+        assert ask(changer, "dgi", 4, 1) == 0 and ask(changer, "dgi", 4, 5) == 0
+        assert ask(changer, "setmig", 4, 0) == 0
+        off = ask(reader, "read")
+        assert isinstance(off, list)
+        check_against_view(off, mount.path, control)  # GPU 4 whole again, the rest as were
+        assert not (mount.path / "proc/driver/nvidia/capabilities/gpu4").exists()
     finally:
         out = reader.close() + changer.close()
     assert reader.process.returncode == changer.process.returncode == 0, out
@@ -196,3 +233,23 @@ def test_what_the_daemon_answers(node: tuple[Mount, Path], tmp_path: Path, answe
         assert [json.loads(line) for line in heard] == [
             {"op": "mig", "action": "dci", "gpu": 3, "profiles": [], "C": False, "gi": [0],
              "ci": [0]}]
+
+
+@pytest.mark.parametrize(("answer", "error"), [
+    (b'{"ok": false, "error": "no", "exit": 2}\n', IN_USE),  # refused: a mode change's bound
+    (b'{"ok": true, "mig": []}\n', 0),
+])
+def test_the_mig_mode_request(node: tuple[Mount, Path], tmp_path: Path, answer: bytes,
+                              error: object) -> None:
+    mount, _ = node
+    fake, heard = tmp_path / "fake", list[bytes]()
+    thread = serve(fake, answer, heard)
+    p = process(mount.path, fake)
+    try:
+        assert ask(p, "setmig", 3, 1) == error
+    finally:
+        out = p.close()
+        thread.join(10)
+    assert p.process.returncode == 0, out
+    assert [json.loads(line) for line in heard] == [
+        {"op": "mig", "action": "mode", "gpu": 3, "profiles": [], "C": False, "mode": 1}]

@@ -49,8 +49,8 @@ def profile() -> State:
 
 
 def books(profile: State) -> tuple[MigBook, FaultBook, WriteBook]:
-    """One book of each layer that keeps something: a MIG layout, a fault applied twice and
-    a profile fault cleared, a write and a dynamic ID."""
+    """One book of each layer that keeps something: a MIG layout and a MIG mode, a fault
+    applied twice and a profile fault cleared, a write and a dynamic ID."""
     gpu = profile.mig[0]
     faults = FaultBook()
     faults.apply([DOWN], profile, "f.yaml")
@@ -59,7 +59,7 @@ def books(profile: State) -> tuple[MigBook, FaultBook, WriteBook]:
     pf = next(fn for fn in profile.functions if fn.sriov is not None)
     writes = WriteBook({(pf.bdf, "sriov_numvfs"): Write(pf.bdf, "sriov_numvfs", "4", 1e9)},
                        dynids={"nvidia": (DynId(0x10DE, 0x2330, at=1e9 + 1),)})
-    return MigBook({gpu.minor: (gpu.instances, LAYOUT)}), faults, writes
+    return MigBook({gpu.minor: (gpu.instances, LAYOUT)}, {5: True}), faults, writes
 
 
 def test_the_registry_is_the_one_order_and_layers_over_follows_it(profile: State) -> None:
@@ -99,7 +99,7 @@ def _same(layer: Layer[Any], book: Book, back: Book) -> None:
                                                            book.held)
         assert back.restored == set(book.control)  # until applied again or cleared
     elif isinstance(book, MigBook) and isinstance(back, MigBook):
-        assert back.layouts == book.layouts
+        assert (back.layouts, back.modes) == (book.layouts, book.modes)
     else:
         assert isinstance(book, WriteBook) and isinstance(back, WriteBook)
         assert (back.writes, back.dynids, back.listing()) == (book.writes, book.dynids,
