@@ -18,6 +18,7 @@ from bench.figures.floor import request_floor
 from bench.figures.idle import idle_and_rss
 from bench.figures.kmsg import xid_lag
 from bench.figures.monitoring import monitoring
+from bench.figures.nvml import nvml
 from bench.figures.reads import reads
 from bench.figures.scrapes import UPTIME, scrapes
 from bench.figures.shim import shim_cost
@@ -58,6 +59,8 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     faults = fault_onsets(sizes.faults, tmp)
     log("Xids read by a kmsg follower")
     kmsg = xid_lag(sizes.faults, tmp)
+    log("NVML: enumeration beside tmpfs, Xids seen by a waiter, gpustat, a blocked waiter")
+    nvml_figures = nvml(*sizes.nvml, tmp)
     log("sysfs writes seen by a new reader")
     writes = write_visibility(sizes.writes, tmp)
     log("a fleet on one machine, run plainly and as deploy/ runs it")
@@ -68,14 +71,14 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
             "quick": sizes is QUICK, "reads": rows, "floor": floor, "swap": swap,
             "cold_swaps": cold, "idle": idle,
             "compile_storm": storm, "node_exporter": ne, "monitoring": mon, "faults": faults,
-            "kmsg": kmsg, "writes": writes, "fleet": fleets, "shim": shim}
+            "kmsg": kmsg, "nvml": nvml_figures, "writes": writes, "fleet": fleets, "shim": shim}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="bench/run",
                                      description=(bench.__doc__ or "").split("\n\n")[0])
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--quick", action="store_true", help="a small sweep, about 5 minutes")
+    size.add_argument("--quick", action="store_true", help="a small sweep, about 6 minutes")
     size.add_argument("--smoke", action="store_true",
                       help="every figure at its smallest, to see that each still runs (its "
                            "numbers mean nothing; nothing is published)")

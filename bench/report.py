@@ -90,7 +90,7 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
     rows, floor, swap, storm = (result[k] for k in ("reads", "floor", "swap", "compile_storm"))
     idle, ne, mon, faults = (result[k] for k in ("idle", "node_exporter", "monitoring",
                                                  "faults"))
-    fleets, shim = result["fleet"], result["shim"]
+    fleets, shim, nvml = result["fleet"], result["shim"], result["nvml"]
     cells_ms, rounds = sizes.cells_ms, sizes.rounds
     return "\n".join([
         f"{sizes.name}, {time.strftime('%Y-%m-%d')}: "
@@ -139,6 +139,19 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
         "### The kernel log: how long after its scheduled time a follower blocked in a read "
         "of `dev/kmsg` gets an Xid\n",
         table([result["kmsg"]], list(result["kmsg"])),
+        "### NVML (`libnvidia-ml.so.1` dlopen'ed by a C consumer): a round of nvmlInit, every "
+        "GPU's name, UUID, PCI and memory info and its MIG devices, and nvmlShutdown, p50 in "
+        "µs, on the mount and on the same view rendered to tmpfs (x_tmpfs: the mount's time "
+        "over tmpfs's); the consumer's memory added by the dlopen, nvmlInit and one "
+        "enumeration (rss_kib, pss_kib: its whole)\n",
+        table(nvml["enumeration"], list(nvml["enumeration"][0])),
+        "### NVML events: a consumer blocked in nvmlEventSetWait_v2, the daemon's CPU ticks "
+        "(its children counted) while no event comes; an Xid fault seen by it, after the "
+        "fault's time\n",
+        table([nvml["events"]], list(nvml["events"])),
+        "### gpustat -i 1 (a query a second) on the mount: the daemon's CPU, its children "
+        "counted (10 ms ticks), and per hour\n",
+        table([nvml["gpustat"]], list(nvml["gpustat"])),
         "### Sysfs writes: `echo 4`, then `echo 0`, to a PF's `sriov_numvfs` until a new "
         "listing of the PF shows its VFs made or gone (from before the write)\n",
         table([result["writes"]], list(result["writes"])),

@@ -25,12 +25,14 @@ class Sizes:
     fleet: tuple[int, int]  # daemons, idle seconds
     shim: tuple[int, int]  # rounds, ms a cell
     cold_swaps: int  # swaps after a quiet spell, and as many right after another, each way
+    nvml: tuple[int, int, int, int]  # enumeration rounds, Xids, gpustat seconds, wait seconds
 
 
 FULL = Sizes("Full sweep", "full.json", [1, 8, 64, 256], [1, 2, 4], 1000, 3, (1000, 3), 100,
-             (300, 3000), 60, ([8, 64], 10), (8, 60, 20.0), 30, 50, (50, 30), (7, 1000), 30)
+             (300, 3000), 60, ([8, 64], 10), (8, 60, 20.0), 30, 50, (50, 30), (7, 1000), 30,
+             (1000, 30, 120, 30))
 QUICK = Sizes("Quick run", "quick.json", [8, 64], [1, 2], 300, 1, (300, 1), 20, (100, 1000), 10,
-              ([8, 64], 3), (8, 60, 20.0), 10, 10, (10, 5), (3, 300), 10)
+              ([8, 64], 3), (8, 60, 20.0), 10, 10, (10, 5), (3, 300), 10, (200, 10, 30, 10))
 # Cells long enough that a reader started on a busy machine still reads (none divides by 0).
 SMOKE = Sizes("Smoke run", "smoke.json", [8], [1], 200, 1, (200, 1), 2, (2, 200), 1, ([8], 1),
-              (8, 15, 1.0), 1, 1, (2, 1), (1, 200), 1)
+              (8, 15, 1.0), 1, 1, (2, 1), (1, 200), 1, (2, 1, 2, 1))
