@@ -35,6 +35,9 @@ def fingerprint(spec: FaultSpec) -> str:
         written += [spec.xid, spec.text]
     if spec.kind == "gpu-hot":
         written += [spec.temperature, spec.clock_mhz]
+    if spec.kind == "gpu-busy":
+        written += [spec.pid, spec.process, spec.memory_mib, spec.utilization_gpu,
+                    spec.utilization_memory]
     return hashlib.sha256(json.dumps(written).encode()).hexdigest()
 
 

@@ -14,8 +14,9 @@ kernel does that it follows, is in docs/faults.md.
 - ``gpu-removed`` / ``hca-removed``: the function is gone, as after ``echo 1 > remove``, with
   its HCA (whose ports count nothing meanwhile: their link went down with it); its driver
   stays loaded; cleared, it comes back as a rescan finds it, identities unchanged.
-- ``gpu-hot`` / ``ecc-errors``: the GPU's NVML temperature and clocks, and its ECC errors
-  growing at their rates (``mokkafs.faults.gpu``); each uncorrectable one logs an Xid 48.
+- ``gpu-hot`` / ``gpu-busy`` / ``ecc-errors``: the GPU's NVML temperature and clocks, a
+  process running with its memory and utilization, and its ECC errors growing at their rates
+  (``mokkafs.faults.gpu``); each uncorrectable one logs an Xid 48.
 
 Counter effects are in each port's ``Traffic.windows`` for all of the fault's windows (past and
 future), so counters are right at any instant between two installed views; ``carry`` keeps

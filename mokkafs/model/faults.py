@@ -7,7 +7,7 @@ from typing import Literal
 
 FaultKind = Literal["ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded",
                     "pcie-degraded", "gpu-lost", "gpu-removed", "hca-removed", "xid",
-                    "gpu-hot", "ecc-errors"]
+                    "gpu-hot", "ecc-errors", "gpu-busy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,11 @@ class FaultSpec:
     text: str | None = None  # xid: its message, instead of the usual one for that Xid
     temperature: int | None = None  # gpu-hot: the GPU's temperature (degrees C)
     clock_mhz: int | None = None  # gpu-hot: the graphics and SM clocks it throttles to
+    pid: int | None = None  # gpu-busy: the process running (its pid, its name, its memory)
+    process: str | None = None
+    memory_mib: int | None = None
+    utilization_gpu: int | None = None  # gpu-busy: the GPU's utilization while it runs (%)
+    utilization_memory: int | None = None
     revision: int = 0  # how many times before the control socket applied it: each is anew
     restored: bool = False  # applied at run time before the daemon restarted (a state file)
     origin: float | None = None

@@ -42,6 +42,19 @@ class FbMemory:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A compute process running on the GPU: its pid, its name (as nvidia-smi shows it) and
+    the framebuffer it allocated (bytes). Simulated: no process of the node has to have it."""
+
+    pid: int
+    name: str
+    used_bytes: int
+
+
+MAX_PROCESSES = 8  # on one GPU: the profile's (4 at most) and the gpu-busy faults' together
+
+
+@dataclass(frozen=True, slots=True)
 class GpuNvml:
     brand: str | None = None  # nvml-mock's name: "nvidia", "tesla", "quadro", ...
     board_part_number: str | None = None
@@ -65,6 +78,7 @@ class GpuNvml:
     ecc_pending: bool | None = None
     nvlink: NvLinks | None = None  # None: no NVLink (the profile states no nvlink.version)
     fabric: Fabric | None = None  # None: in no NVLink fabric (NVML: NOT_SUPPORTED)
+    processes: tuple[GpuProcess, ...] = ()  # the profile's, and a gpu-busy fault's
     # What faults add (mokkafs.faults.effects): the clocks event reasons a gpu-hot sets, and
     # the ECC errors an ecc-errors storm makes, computed at each read
     slowdown: int = 0

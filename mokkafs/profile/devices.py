@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from mokkafs.model.bdf import Bdf
 from mokkafs.model.nvml import GpuNvml
 from mokkafs.profile.nvlink import nvlinks
-from mokkafs.profile.nvml import gpu_nvml, merged
+from mokkafs.profile.nvml import check_processes, gpu_nvml, merged
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import DeviceOverride, Profile
 from mokkafs.state import Bar, GpuInfo, PcieLink
@@ -87,6 +87,7 @@ def gpus(profile: Profile, problems: Problems) -> list[Gpu]:
         count = len(profile.devices) or 8
     defaults = profile.device_defaults
     found: list[Gpu] = []
+    defaults_checked = False
     for index in range(count):
         pos, ov = overrides.get(index, (-1, None))
         path: YamlPath = ("devices", pos) if pos >= 0 else ("device_defaults",)
@@ -108,6 +109,11 @@ def gpus(profile: Profile, problems: Problems) -> list[Gpu]:
         pcie = ov.pcie if ov and "pcie" in ov.model_fields_set else defaults.pcie
         bar1 = (ov.bar1_memory if ov and "bar1_memory" in ov.model_fields_set
                 else defaults.bar1_memory).total_bytes or 256 * MIB
+        keys = merged(defaults, ov)
+        given = ov is not None and "processes" in ov.model_fields_set
+        if given or not defaults_checked:  # the defaults' processes once
+            check_processes(keys, path if given else ("device_defaults",), problems)
+            defaults_checked = defaults_checked or not given
         architecture = ((ov.architecture if ov else None) or defaults.architecture or "").lower()
         found.append(Gpu(
             index=index, bdf=bus_id, vendor=vendor, device=device_id >> 16,
@@ -123,7 +129,7 @@ def gpus(profile: Profile, problems: Problems) -> list[Gpu]:
             model=(ov.name if ov else None) or defaults.name or "NVIDIA GPU",
             vbios=(ov.vbios_version if ov else None) or defaults.vbios_version or DEFAULT_VBIOS,
             serial=(ov.serial if ov else None) or f"{1562821083900 + index}",
-            nvml=gpu_nvml(merged(defaults, ov), nvlinks(profile.nvlink, architecture, problems)),
+            nvml=gpu_nvml(keys, nvlinks(profile.nvlink, architecture, problems)),
         ))
     return found
 

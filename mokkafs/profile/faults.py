@@ -22,7 +22,7 @@ from mokkafs.profile.xid import MAX_XID_RECORDS, xid_problems
 from mokkafs.state import IB_ERROR_COUNTERS, IB_HW_COUNTERS, FaultSpec, State
 
 PORT_KINDS = ("ib-port-down", "ib-port-flap", "ib-errors", "ib-degraded")
-GPU_KINDS = ("gpu-lost", "gpu-removed", "xid", "gpu-hot", "ecc-errors")
+GPU_KINDS = ("gpu-lost", "gpu-removed", "xid", "gpu-hot", "ecc-errors", "gpu-busy")
 # the optional fields each kind uses (timing and fraction apply to every kind)
 FIELDS = {
     "ib-port-down": {"cable", "duration"},
@@ -36,11 +36,15 @@ FIELDS = {
     "xid": {"every", "count", "xid", "text"},
     "gpu-hot": {"temperature", "clock_mhz", "duration"},
     "ecc-errors": {"rates", "duration"},
+    "gpu-busy": {"pid", "process", "memory_mib", "utilization_gpu", "utilization_memory",
+                 "duration"},
 }
 OPTIONAL: dict[str, object] = {"cable": False, "duration": None, "every": None, "count": None,
                                "rates": {}, "width": None, "rate_gbps": None, "gen": None,
                                "xid": None, "text": None, "temperature": None,
-                               "clock_mhz": None}
+                               "clock_mhz": None, "pid": None, "process": None,
+                               "memory_mib": None, "utilization_gpu": None,
+                               "utilization_memory": None}
 YAML_NAMES = {"duration": "for"}
 COUNTER_NAMES = frozenset(IB_ERROR_COUNTERS) | frozenset(IB_HW_COUNTERS)
 IB_WIDTHS = (1, 2, 4, 8, 12)
@@ -96,7 +100,9 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
                      cable=fault.cable, rates=tuple(sorted(fault.rates.items())),
                      width=fault.width, rate_gbps=fault.rate_gbps, gen=fault.gen,
                      xid=fault.xid, text=fault.text, temperature=fault.temperature,
-                     clock_mhz=fault.clock_mhz)
+                     clock_mhz=fault.clock_mhz, pid=fault.pid, process=fault.process,
+                     memory_mib=fault.memory_mib, utilization_gpu=fault.utilization_gpu,
+                     utilization_memory=fault.utilization_memory)
     bad = False
     for name, default in OPTIONAL.items():
         if name not in FIELDS[kind] and getattr(fault, name) != default:
@@ -145,7 +151,7 @@ def _resolve(fault: Fault, state: State, where: YamlPath, problems: Problems,
                      "(cycles)")
     if kind == "xid":
         xid_problems(fault, where, problems)
-    elif kind in ("gpu-hot", "ecc-errors") and spec.bdf is not None:
+    elif kind in ("gpu-hot", "ecc-errors", "gpu-busy") and spec.bdf is not None:
         gpu_problems(fault, state.function(spec.bdf), where, problems)
     elif fault.every is not None and fault.every < MIN_FLAP_SECONDS:
         problems.add((*where, "every"), f"{fault.every:g} s is below the floor of "

@@ -7,14 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from mokkafs.model.nvlink import NvLinks
-from mokkafs.model.nvml import Clocks, FbMemory, GpuNvml
+from mokkafs.model.nvml import Clocks, FbMemory, GpuNvml, GpuProcess
 from mokkafs.profile.nvlink import fabric
+from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.schema import DeviceConfig, DeviceOverride
 from mokkafs.profile.sections.nvml import NVML_KEYS, NvmlKeys
 
 # What an idle driver keeps of the framebuffer when a profile gives the total but no
 # memory.reserved_bytes: nvml-mock's profiles state 300 MiB (T4) to 1.5 GiB (GB300).
 DEFAULT_RESERVED = 512 << 20
+MIB = 1 << 20
 COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
 
 
@@ -29,6 +31,26 @@ def merged(defaults: DeviceConfig, override: DeviceOverride | None) -> NvmlKeys:
 
 def _enabled(mode: str | None) -> bool | None:
     return None if mode is None else mode == "enabled"
+
+
+def check_processes(keys: NvmlKeys, where: YamlPath, problems: Problems) -> None:
+    """A GPU's processes have pids of their own and fit in the memory it has free."""
+    pids = [p.pid for p in keys.processes]
+    for i, pid in enumerate(pids):
+        if pid in pids[:i]:
+            problems.add((*where, "processes", i, "pid"), f"pid {pid} is listed twice on "
+                         "this GPU; give each process a pid of its own")
+    used = sum(p.used_memory_mib for p in keys.processes) * MIB
+    m = keys.memory
+    if used and m.total_bytes is None:
+        problems.add((*where, "processes"), "processes use GPU memory: state "
+                     "memory.total_bytes, or give used_memory_mib: 0")
+    elif used and m.total_bytes is not None:
+        free = m.total_bytes - (DEFAULT_RESERVED if m.reserved_bytes is None
+                                else m.reserved_bytes) - m.used_bytes
+        if used > free:
+            problems.add((*where, "processes"), f"the processes use {used // MIB} MiB, and "
+                         f"the GPU has {max(free, 0) // MIB} MiB free; lower used_memory_mib")
 
 
 def gpu_nvml(keys: NvmlKeys, nvlink: NvLinks | None = None) -> GpuNvml:
@@ -64,4 +86,6 @@ def gpu_nvml(keys: NvmlKeys, nvlink: NvLinks | None = None) -> GpuNvml:
         ecc_pending=_enabled(keys.ecc.mode_pending),
         nvlink=nvlink,
         fabric=fabric(keys.fabric),
+        processes=tuple(GpuProcess(p.pid, p.name, p.used_memory_mib * MIB)
+                        for p in keys.processes),
     )

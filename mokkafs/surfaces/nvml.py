@@ -13,7 +13,8 @@ A GPU's file is a function of the State and the time of the read: its energy cou
 at its power draw since the node started, in steps of the counter quantum (as the IB
 counters, ``mokkafs.counters``), and its ECC errors at the rates of an ``ecc-errors`` storm
 (``model.ecc``, put there by ``faults.effects``), with the remapped rows or retired pages.
-Memory used is the driver's reserve plus what processes use (none)."""
+Memory used is what the running processes hold (the profile's and a ``gpu-busy`` fault's,
+``process.<i>.*``) beside the profile's ``used_bytes``; the driver's reserve is apart."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def fixed_values(gpu: GpuInfo) -> list[tuple[str, object]]:
         ("cuda_cc_minor", cc[1] if cc else None),
         ("memory_total", m.total if m else None),
         ("memory_reserved", m.reserved if m else None),
-        ("memory_used", m.used if m else None),  # by processes, beside the reserve
+        ("memory_used", _used(n)),  # by processes, beside the reserve
         ("clock_graphics", n.graphics.current),
         ("clock_sm", n.sm.current),
         ("clock_memory", n.mem_clock.current),
@@ -71,14 +72,33 @@ def fixed_values(gpu: GpuInfo) -> list[tuple[str, object]]:
         ("ecc_current", _flag(n.ecc_current)),
         ("ecc_pending", _flag(n.ecc_pending)),
         ("clocks_event_reasons", _reasons(n)),
+        *process_values(n),
     ]
+
+
+def _used(n: GpuNvml) -> int | None:
+    """What processes hold (the profile's ``used_bytes`` and each running one's), up to what
+    the GPU has beside the driver's reserve."""
+    m = n.memory
+    if m is None:
+        return None
+    return min(m.used + sum(p.used_bytes for p in n.processes), m.total - m.reserved)
+
+
+def process_values(n: GpuNvml) -> list[tuple[str, object]]:
+    """The compute processes running: how many, then each one's pid, name and memory (bytes)."""
+    out: list[tuple[str, object]] = [("process_count", len(n.processes))]
+    for i, p in enumerate(n.processes):
+        out += [(f"process.{i}.pid", p.pid), (f"process.{i}.name", p.name),
+                (f"process.{i}.memory", p.used_bytes)]
+    return out
 
 
 def _reasons(n: GpuNvml) -> int | None:
     """nvmlClocksEventReasons: idle where nothing runs, and a gpu-hot's slowdown."""
     if n.utilization_gpu is None:
         return None
-    return (GPU_IDLE if n.utilization_gpu == 0 else 0) | n.slowdown
+    return (GPU_IDLE if n.utilization_gpu == 0 and not n.processes else 0) | n.slowdown
 
 
 def lines(values: list[tuple[str, object]]) -> str:

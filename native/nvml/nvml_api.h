@@ -143,6 +143,11 @@ typedef struct {
 typedef struct {
     unsigned int pid;
     unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
     unsigned int gpuInstanceId;
     unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
@@ -238,6 +243,17 @@ NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t devic
 NVML_API nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device,
                                                                unsigned int *infoCount,
                                                                nvmlProcessInfo_t *infos);
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                              unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos);
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                           unsigned int *infoCount,
+                                                           nvmlProcessInfo_v1_t *infos);
+NVML_API nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                                 unsigned int *infoCount,
+                                                                 nvmlProcessInfo_t *infos);
+NVML_API nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name,
+                                               unsigned int length);
 
 #include "nvml_api_links.h" /* topology, NVLink and fabric */
 #include "nvml_api_events.h" /* health events */

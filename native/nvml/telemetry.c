@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A GPU's moving values, from NVML's own place (values.c), which the daemon computes from
  * its State and the time of the read: memory, clocks, power and energy, temperature,
- * utilization, fan, and the processes running (none on a simulated GPU). */
+ * utilization and fan (the processes running: processes.c). */
 #include <stddef.h>
 
 #include "view.h"
@@ -174,34 +174,3 @@ NVML_API nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *s
 {
     return gpu_uint_out(device, "fan_speed", speed);
 }
-
-/* No process runs on a simulated GPU: every list is empty, whatever room the caller has.
- * As the API says, infos may be NULL when *infoCount is 0. */
-static nvmlReturn_t no_processes(nvmlDevice_t device, unsigned int *infoCount, const void *infos)
-{
-    char probe[BDF_SIZE];
-    nvmlReturn_t ret = handle_check(device);
-    if (ret != NVML_SUCCESS)
-        return ret;
-    if (!infoCount || (*infoCount > 0 && !infos))
-        return NVML_ERROR_INVALID_ARGUMENT;
-    ret = gpu_info(device, "Bus Location", probe, sizeof(probe));
-    if (ret != NVML_SUCCESS)
-        return ret;
-    *infoCount = 0;
-    return NVML_SUCCESS;
-}
-
-#define NO_PROCESSES(name)                                                                 \
-    NVML_API nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount,               \
-                               nvmlProcessInfo_t *infos)                                   \
-    {                                                                                      \
-        return no_processes(device, infoCount, infos);                                     \
-    }
-
-NO_PROCESSES(nvmlDeviceGetComputeRunningProcesses_v3)
-NO_PROCESSES(nvmlDeviceGetComputeRunningProcesses_v2)
-NO_PROCESSES(nvmlDeviceGetComputeRunningProcesses)
-NO_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses_v3)
-NO_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses_v2)
-NO_PROCESSES(nvmlDeviceGetGraphicsRunningProcesses)

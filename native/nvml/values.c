@@ -11,10 +11,7 @@
 
 #include "view.h"
 
-/* A GPU's file with every NVLink's keys (mokkafs/surfaces/nvml_links.py) is a few KiB */
-#define PLACE_FILE_SIZE 16384
-
-static nvmlReturn_t number_of(const char *text, unsigned long long *value)
+nvmlReturn_t number_of(const char *text, unsigned long long *value)
 {
     char *end;
     errno = 0;
@@ -25,18 +22,27 @@ static nvmlReturn_t number_of(const char *text, unsigned long long *value)
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t gpu_value(nvmlDevice_t device, const char *key, char *out, size_t size)
+nvmlReturn_t gpu_place(nvmlDevice_t device, char *text, size_t size)
 {
-    char rel[PATH_MAX], text[PLACE_FILE_SIZE], probe[BDF_SIZE];
+    char rel[PATH_MAX], probe[BDF_SIZE];
     snprintf(rel, sizeof(rel), "%s/%s", NVML_GPUS, device->bdf);
-    long len = view_read(rel, text, sizeof(text));
-    if (len >= (long)sizeof(text) - 1)
+    long len = view_read(rel, text, size);
+    if (len >= (long)size - 1)
         return NVML_ERROR_UNKNOWN; /* it may go on: a key cut short must not answer */
     if (len < 0) {
         /* gone from the driver too: lost; else the place is not there (not mounted) */
         nvmlReturn_t gone = gpu_info(device, "Bus Location", probe, sizeof(probe));
         return gone == NVML_ERROR_GPU_IS_LOST ? gone : NVML_ERROR_NOT_SUPPORTED;
     }
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t gpu_value(nvmlDevice_t device, const char *key, char *out, size_t size)
+{
+    char text[PLACE_FILE_SIZE];
+    nvmlReturn_t ret = gpu_place(device, text, sizeof(text));
+    if (ret != NVML_SUCCESS)
+        return ret;
     char found[FILE_SIZE];
     if (line_value(text, key, '=', found, sizeof(found)) < 0)
         return NVML_ERROR_NOT_SUPPORTED;

@@ -89,6 +89,11 @@ nvmlReturn_t function_pci_info(const char *bdf, nvmlPciInfo_t *pci);
  * NOT_SUPPORTED when the file or the key is not there (the profile cannot say); GPU_IS_LOST
  * when the GPU left the view; UNKNOWN when the value is malformed or too long. */
 nvmlReturn_t gpu_value(nvmlDevice_t device, const char *key, char *out, size_t size);
+/* The GPU's whole file, NUL-terminated, with gpu_value's answers; PLACE_FILE_SIZE holds it */
+#define PLACE_FILE_SIZE 16384 /* a GPU's file with every NVLink's keys is a few KiB */
+nvmlReturn_t gpu_place(nvmlDevice_t device, char *text, size_t size);
+/* A decimal number, nothing else: NVML_SUCCESS or UNKNOWN */
+nvmlReturn_t number_of(const char *text, unsigned long long *value);
 nvmlReturn_t gpu_number(nvmlDevice_t device, const char *key, unsigned long long *value);
 /* A caller's handle checked, its output not NULL, and the key as an unsigned int there */
 nvmlReturn_t gpu_uint_out(nvmlDevice_t device, const char *key, unsigned int *out);

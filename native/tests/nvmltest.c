@@ -35,7 +35,6 @@ static void print_values(unsigned int i, nvmlDevice_t h)
     nvmlMemory_v2_t v2 = {.version = nvmlMemory_v2};
     nvmlUtilization_t util;
     nvmlTemperature_t tv = {.version = nvmlTemperature_v1, .sensorType = NVML_TEMPERATURE_GPU};
-    nvmlProcessInfo_t procs[4];
     expect("architecture", nvmlDeviceGetArchitecture(h, &arch), NVML_SUCCESS);
     expect("brand", nvmlDeviceGetBrand(h, &brand), NVML_SUCCESS);
     expect("compute capability", nvmlDeviceGetCudaComputeCapability(h, &major, &minor),
@@ -60,8 +59,6 @@ static void print_values(unsigned int i, nvmlDevice_t h)
     expect("compute mode", nvmlDeviceGetComputeMode(h, &compute), NVML_SUCCESS);
     expect("ecc", nvmlDeviceGetEccMode(h, &ecc[0], &ecc[1]), NVML_SUCCESS);
     expect("pstate", nvmlDeviceGetPerformanceState(h, &pstate), NVML_SUCCESS);
-    expect("processes", nvmlDeviceGetComputeRunningProcesses_v3(h, &count, procs), NVML_SUCCESS);
-    same("no process", count == 0);
     printf("values\t%u\t%u\t%u\t%d.%d\t%s\t%s\t%llu,%llu,%llu\t%llu,%llu,%llu,%llu"
            "\t%u,%u,%u,%u,%u,%u\t%u,%u,%u\t%llu\t%u\t%u,%u\t%u\t%u\t%u,%u\t%u\n",
            i, arch, brand, major, minor, serial, part, v1.total, v1.free, v1.used, v2.total,
@@ -103,6 +100,59 @@ static void print_values(unsigned int i, nvmlDevice_t h)
     expect("room for processes, no array",
            nvmlDeviceGetGraphicsRunningProcesses_v3(h, &count, NULL),
            NVML_ERROR_INVALID_ARGUMENT);
+}
+
+/* The running processes: one "procs" line (pid:memory:name each), then the count-in/out
+ * protocol, the older layouts, the kinds that run none, and the names */
+static void processes(unsigned int i, nvmlDevice_t h)
+{
+    nvmlProcessInfo_t procs[8], again[8];
+    nvmlProcessInfo_v1_t v1[8];
+    unsigned int count = 8, n = 0, m = 8;
+    char name[80];
+    expect("processes", nvmlDeviceGetComputeRunningProcesses_v3(h, &count, procs), NVML_SUCCESS);
+    printf("procs\t%u\t%u", i, count);
+    for (unsigned int p = 0; p < count; p++) {
+        expect("process name", nvmlSystemGetProcessName(procs[p].pid, name, sizeof(name)),
+               NVML_SUCCESS);
+        same("no instance", procs[p].gpuInstanceId == 0xFFFFFFFFu
+                                && procs[p].computeInstanceId == 0xFFFFFFFFu);
+        printf("%s%u:%llu:%s", p ? "," : "\t", procs[p].pid, procs[p].usedGpuMemory, name);
+    }
+    printf("\n");
+    expect("NULL count", nvmlDeviceGetComputeRunningProcesses_v3(h, NULL, procs),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("how many", nvmlDeviceGetComputeRunningProcesses_v3(h, &n, NULL),
+           count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS);
+    same("how many is the count", n == count);
+    if (count > 0) {
+        n = count - 1;
+        memset(again, 0x5a, sizeof(again));
+        expect("short buffer", nvmlDeviceGetComputeRunningProcesses_v3(h, &n, again),
+               NVML_ERROR_INSUFFICIENT_SIZE);
+        same("short buffer: the count, nothing written", n == count && again[0].pid == 0x5a5a5a5a);
+        expect("short name", nvmlSystemGetProcessName(procs[0].pid, name, 3), NVML_SUCCESS);
+        same("short name is cut", strlen(name) <= 2);
+    }
+    expect("v2", nvmlDeviceGetComputeRunningProcesses_v2(h, &m, again), NVML_SUCCESS);
+    same("v2 is v3", m == count && (!m || (again[m - 1].pid == procs[m - 1].pid
+                                          && again[m - 1].usedGpuMemory
+                                                 == procs[m - 1].usedGpuMemory)));
+    m = 8;
+    expect("v1", nvmlDeviceGetComputeRunningProcesses(h, &m, v1), NVML_SUCCESS);
+    same("v1 is v3", m == count && (!m || (v1[m - 1].pid == procs[m - 1].pid
+                                          && v1[m - 1].usedGpuMemory
+                                                 == procs[m - 1].usedGpuMemory)));
+    m = 8;
+    expect("graphics", nvmlDeviceGetGraphicsRunningProcesses_v3(h, &m, again), NVML_SUCCESS);
+    same("no graphics process", m == 0);
+    m = 0;
+    expect("MPS", nvmlDeviceGetMPSComputeRunningProcesses_v3(h, &m, NULL), NVML_SUCCESS);
+    expect("NULL name", nvmlSystemGetProcessName(1, NULL, 8), NVML_ERROR_INVALID_ARGUMENT);
+    expect("no room for a name", nvmlSystemGetProcessName(1, name, 0),
+           NVML_ERROR_INVALID_ARGUMENT);
+    expect("no such process", nvmlSystemGetProcessName(0xFFFFFFF0u, name, sizeof(name)),
+           NVML_ERROR_NOT_FOUND);
 }
 
 static void print_gpu(unsigned int i, nvmlDevice_t h)
@@ -155,6 +205,7 @@ static void print_gpu(unsigned int i, nvmlDevice_t h)
     char memory[64];
     expect("a stub", nvmlDeviceGetBAR1MemoryInfo(h, memory), NVML_ERROR_NOT_SUPPORTED);
     print_values(i, h);
+    processes(i, h);
 }
 
 static void *hammer(void *arg)

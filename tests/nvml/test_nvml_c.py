@@ -2,16 +2,18 @@
 mounted h100 view: every GPU's identity, PCI ids, link, NUMA node and CPUs equal the view's
 own files; what no kernel file holds (memory, clocks, power, modes, ...) equals NVML's own
 place (run/mokkafs-nvml) and the profile; bad input, the lifecycle and 8 threads at once
-answer as the API says."""
+answer as the API says; the running processes (none on h100; a profile's, rendered) with
+their count-in/out protocol and their names."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.mounts import Mount
+from tests.helpers.mounts import SHIPPED_PROFILES, Mount
 from tests.helpers.nvml import (
     c_program,
     nvml_bus_id,
@@ -86,6 +88,25 @@ def test_the_api_from_c_under_sanitizers(nvmltest: Path, mount_h100: Mount) -> N
         assert int(row[12]) == gpu.numa
         assert cpu_bits(row[13]) == {c for c in gpu.cpus if c < 256}
     check_values([line for line in lines if line[0] == "values"], mount_h100.path, energy)
+    assert [line[1:] for line in lines if line[0] == "procs"] == [[str(i), "0"]
+                                                                  for i in range(8)]
+
+
+def test_a_profiles_processes_from_c(nvmltest: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "procs.yaml"
+    profile.write_text((SHIPPED_PROFILES / "h100.yaml").read_text().replace(
+        "device_defaults:\n", "device_defaults:\n  processes: [{pid: 1234, name: /usr/bin/"
+        "python3, used_memory_mib: 1024}, {pid: 77, name: trainer, used_memory_mib: 512}]\n",
+        1))
+    view = tmp_path / "view"
+    subprocess.run([sys.executable, "-m", "mokkafs", "render", "--profile", str(profile),
+                    str(view)], check=True, capture_output=True, timeout=120)
+    result = run(nvmltest, view)
+    assert result.returncode == 0 and "0 failed" in result.stdout, result.stdout + result.stderr
+    assert "Sanitizer" not in result.stderr, result.stderr
+    procs = [line.split("\t")[2:] for line in result.stdout.splitlines()
+             if line.startswith("procs\t")]
+    assert procs == [["2", f"1234:{1 << 30}:/usr/bin/python3,77:{512 << 20}:trainer"]] * 8
 
 
 def test_no_view_is_driver_not_loaded(nvmltest: Path, tmp_path: Path) -> None:

@@ -52,7 +52,8 @@ def test_h100_values_are_the_profiles() -> None:
         "power_usage": "95000", "power_limit": "700000", "enforced_power_limit": "700000",
         "temperature_gpu": "34", "utilization_gpu": "0", "utilization_memory": "0",
         "performance_state": "0", "persistence_mode": "1", "compute_mode": "0",
-        "ecc_current": "1", "ecc_pending": "1", "clocks_event_reasons": "1", "energy": "600000",
+        "ecc_current": "1", "ecc_pending": "1", "clocks_event_reasons": "1",
+        "process_count": "0", "energy": "600000",
         "ecc_volatile_corrected": "0", "ecc_volatile_uncorrected": "0",
         "ecc_aggregate_corrected": "0", "ecc_aggregate_uncorrected": "0",
         "remapped_rows_correctable": "0", "remapped_rows_uncorrectable": "0",
@@ -69,7 +70,7 @@ def test_energy_grows_at_the_power_draw_in_quantum_steps() -> None:
 
 def test_a_profile_without_the_values_leaves_them_out() -> None:
     got = without_links(values(files("h200")[f"{ROOT}/gpus/0000:1b:00.0"]))
-    assert got == {"architecture": "9", "serial": "1562821083900"}
+    assert got == {"architecture": "9", "serial": "1562821083900", "process_count": "0"}
     assert not files("h200")[f"{ROOT}/gpus/0000:1b:00.0"].dynamic  # no draw: nothing moves
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from mokkafs.profile.sections.nvml import PID_MAX, ProcessName
 from mokkafs.profile.values import (
     ClosedSection,
     Rate,
@@ -48,6 +49,13 @@ class Fault(ClosedSection):
     # gpu-hot: the temperature the GPU reads (C), and the clocks it throttles to (MHz)
     temperature: int | None = Field(default=None, ge=0, le=150)
     clock_mhz: int | None = Field(default=None, ge=1, le=10_000)
+    # gpu-busy: the process running on the GPU (its pid, its name as nvidia-smi shows it, the
+    # framebuffer it holds), and the GPU's utilization while it runs (%)
+    pid: int | None = Field(default=None, ge=1, le=PID_MAX)
+    process: ProcessName | None = None
+    memory_mib: int | None = Field(default=None, ge=0, le=1 << 24)
+    utilization_gpu: int | None = Field(default=None, ge=0, le=100)
+    utilization_memory: int | None = Field(default=None, ge=0, le=100)
 
 
 class FaultFile(ClosedSection):

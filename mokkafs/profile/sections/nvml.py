@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field
 
 from mokkafs.model.nvml import BRANDS
-from mokkafs.profile.values import OpenSection, Text
+from mokkafs.profile.values import ClosedSection, OpenSection, Text
 
 
 def _word(value: Any) -> Any:
@@ -116,6 +116,23 @@ class Fabric(OpenSection):
     state: FabricState = "auto"
 
 
+MAX_PROFILE_PROCESSES = 4  # per GPU: a few jobs sharing it, not a process table
+PID_MAX = 4_194_304  # the kernel's PID_MAX_LIMIT on 64-bit: no pid is above it
+# What nvidia-smi shows for a process: its name or path, printable, one line
+ProcessName = Annotated[str, Field(min_length=1, max_length=64,
+                                   pattern=r"^[!-~]([ -~]*[!-~])?$")]
+
+
+class Process(ClosedSection):
+    """mokkafs: a compute process running on the GPU (NVML's running processes). ``pid`` is
+    simulated: no process of the node needs it, though monitors that read ``/proc/<pid>``
+    (gpustat, nvitop) list only pids their ``/proc`` has."""
+
+    pid: int = Field(ge=1, le=PID_MAX)
+    name: ProcessName
+    used_memory_mib: int = Field(ge=0, le=1 << 24)
+
+
 class NvmlKeys(OpenSection):
     """The keys DeviceConfig takes from nvml-mock for NVML alone."""
 
@@ -133,6 +150,7 @@ class NvmlKeys(OpenSection):
     compute_mode: ComputeMode | None = None
     ecc: Ecc = Ecc()
     fabric: Fabric | None = None
+    processes: list[Process] = Field(default=[], max_length=MAX_PROFILE_PROCESSES)  # mokkafs
 
 
 NVML_KEYS = tuple(NvmlKeys.model_fields)

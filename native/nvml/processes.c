@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The processes running on a GPU, from NVML's own place (values.c): "process_count=N", then
+ * "process.<i>.pid", ".name" and ".memory" (bytes) for each. The daemon computes them from
+ * its State and the time: the profile's processes and the gpu-busy faults'
+ * (mokkafs/surfaces/nvml.py). They are compute processes; no graphics or MPS process runs. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "view.h"
+
+#define MAX_PROCESSES 8   /* on one GPU (mokkafs/model/nvml.py) */
+#define NAME_SIZE 80      /* a name is 64 characters at most (the profile's bound) */
+#define NO_INSTANCE 0xFFFFFFFFu /* a process of a GPU without MIG: no GPU or compute instance */
+
+struct process {
+    unsigned int pid;
+    unsigned long long memory;
+    char name[NAME_SIZE];
+};
+
+/* One process key "process.<i>.<field>" of text */
+static int process_key(const char *text, unsigned int i, const char *field, char *out,
+                       size_t size)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "process.%u.%s", i, field);
+    return line_value(text, key, '=', out, size);
+}
+
+/* The GPU's processes into out (MAX_PROCESSES); *count how many. A file without the keys
+ * (a daemon from before them) has none; a malformed one answers UNKNOWN. */
+static nvmlReturn_t processes_of(nvmlDevice_t device, struct process *out, unsigned int *count)
+{
+    char text[PLACE_FILE_SIZE], found[32];
+    unsigned long long n = 0, pid = 0, memory = 0;
+    nvmlReturn_t ret = gpu_place(device, text, sizeof(text));
+    if (ret != NVML_SUCCESS)
+        return ret;
+    *count = 0;
+    if (line_value(text, "process_count", '=', found, sizeof(found)) < 0)
+        return NVML_SUCCESS;
+    if (number_of(found, &n) != NVML_SUCCESS || n > MAX_PROCESSES)
+        return NVML_ERROR_UNKNOWN;
+    for (unsigned int i = 0; i < n; i++) {
+        if (process_key(text, i, "pid", found, sizeof(found)) < 0
+            || number_of(found, &pid) != NVML_SUCCESS || pid == 0 || pid > 0xFFFFFFFFull
+            || process_key(text, i, "memory", found, sizeof(found)) < 0
+            || number_of(found, &memory) != NVML_SUCCESS
+            || process_key(text, i, "name", out[i].name, sizeof(out[i].name)) < 0)
+            return NVML_ERROR_UNKNOWN;
+        out[i].pid = (unsigned int)pid;
+        out[i].memory = memory;
+    }
+    *count = (unsigned int)n;
+    return NVML_SUCCESS;
+}
+
+/* The API's protocol: *infoCount in is the room of infos (NULL allowed with 0); with room
+ * for all, they are written and *infoCount says how many; with too little, *infoCount says
+ * how many there are, INSUFFICIENT_SIZE, and nothing else is written. graphics: none run. */
+static nvmlReturn_t running(nvmlDevice_t device, unsigned int *infoCount, void *infos,
+                            int v1, int graphics)
+{
+    struct process procs[MAX_PROCESSES];
+    unsigned int n = 0;
+    nvmlReturn_t ret = handle_check(device);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (!infoCount || (*infoCount > 0 && !infos))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ret = processes_of(device, procs, &n);
+    if (ret == NVML_ERROR_NOT_SUPPORTED) { /* no place: still a GPU with no process known */
+        char probe[BDF_SIZE];
+        ret = gpu_info(device, "Bus Location", probe, sizeof(probe));
+        n = 0;
+    }
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (graphics)
+        n = 0;
+    if (n > *infoCount) {
+        *infoCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        if (v1) {
+            nvmlProcessInfo_v1_t *info = (nvmlProcessInfo_v1_t *)infos + i;
+            info->pid = procs[i].pid;
+            info->usedGpuMemory = procs[i].memory;
+        } else {
+            nvmlProcessInfo_t *info = (nvmlProcessInfo_t *)infos + i;
+            info->pid = procs[i].pid;
+            info->usedGpuMemory = procs[i].memory;
+            info->gpuInstanceId = NO_INSTANCE;
+            info->computeInstanceId = NO_INSTANCE;
+        }
+    }
+    *infoCount = n;
+    return NVML_SUCCESS;
+}
+
+#define RUNNING(name, type, v1, graphics)                                                  \
+    NVML_API nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, type *infos)  \
+    {                                                                                      \
+        return running(device, infoCount, infos, v1, graphics);                            \
+    }
+
+RUNNING(nvmlDeviceGetComputeRunningProcesses_v3, nvmlProcessInfo_t, 0, 0)
+RUNNING(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_t, 0, 0)
+RUNNING(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t, 1, 0)
+RUNNING(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t, 0, 1)
+RUNNING(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_t, 0, 1)
+RUNNING(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t, 1, 1)
+RUNNING(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t, 0, 1)
+RUNNING(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_t, 0, 1)
+RUNNING(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t, 1, 1)
+
+/* A process's name: the real library reads /proc/<pid>; a simulated process has none there,
+ * so the name is the one the place gives the pid on any GPU of the view. NOT_FOUND for a
+ * pid no GPU runs. A name longer than length is cut to length - 1 characters, as NVML does. */
+NVML_API nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char *name, unsigned int length)
+{
+    char bdfs[MAX_GPUS][BDF_SIZE];
+    struct process procs[MAX_PROCESSES];
+    unsigned int n = 0;
+    nvmlReturn_t ret = view_check();
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (!name || length == 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    int gpus = gpus_list(bdfs, MAX_GPUS);
+    for (int g = 0; g < gpus; g++) {
+        nvmlDevice_t device = handle_of(bdfs[g]);
+        if (!device || processes_of(device, procs, &n) != NVML_SUCCESS)
+            continue;
+        for (unsigned int i = 0; i < n; i++) {
+            if (procs[i].pid != pid)
+                continue;
+            size_t len = strnlen(procs[i].name, length - 1);
+            memcpy(name, procs[i].name, len);
+            name[len] = '\0';
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
