@@ -61,8 +61,9 @@ def choose(requested: str | None = None, patched: bool | None = None) -> CacheMo
         if patched:
             return CacheMode.NO_OPEN
         log.warning("pyfuse3 %s lacks the no-open patch (%s): serving in keep-cache mode, "
-                    "where every open and read reaches the daemon, which makes file reads tens "
-                    "of times slower than in no-open mode. To serve at full speed, %s",
+                    "where every open and read reaches the daemon, which makes file reads a "
+                    "hundred times slower or more than in no-open mode. To serve at full "
+                    "speed, %s",
                     pyfuse3.__version__, PATCH, patch_help())
         return CacheMode.KEEP_CACHE
     try:
