@@ -44,6 +44,7 @@
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,7 +213,14 @@ static int in_root(const char *root, int (*work)(char **), char **argv, unsigned
     if (pid < 0)
         return fail("fork", NULL);
     if (pid == 0) {
-        alarm(seconds);  /* kept across fexecve: a hung ldconfig is ended */
+        /* A runtime may start hooks with SIGALRM ignored or blocked, which fork and exec keep:
+           its default comes back, so the alarm (kept across fexecve) ends a hung ldconfig. */
+        sigset_t alarm_set;
+        sigemptyset(&alarm_set);
+        sigaddset(&alarm_set, SIGALRM);
+        signal(SIGALRM, SIG_DFL);
+        sigprocmask(SIG_UNBLOCK, &alarm_set, NULL);
+        alarm(seconds);
         if (chroot(root) != 0 || chdir("/") != 0)
             _exit(fail("cannot enter the container's root", root));
         _exit(work(argv));
@@ -278,6 +286,9 @@ static int run_ldconfig(char **dirs) {
     for (; *dirs && n + 1 < sizeof argv / sizeof *argv; dirs++)
         argv[n++] = *dirs;
     argv[n] = NULL;
+    if (*dirs)
+        fprintf(stderr, "mokkafs-hook: ldcache takes %zu directories at most; the rest left "
+                "to the container's /etc/ld.so.conf\n", sizeof argv / sizeof *argv - 6);
     char *no_env[] = {NULL};
     fexecve(ldconfig_fd, argv, no_env);
     return fail("cannot run the host's ldconfig in the container", NULL);

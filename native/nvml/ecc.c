@@ -111,7 +111,8 @@ static nvmlReturn_t retired(nvmlDevice_t device, nvmlPageRetirementCause_t cause
     }
     list[0] = '\0';
     if (count > 0) {
-        ret = gpu_value(device, "retired_pages_dbe_addresses", list, sizeof(list));
+        ret = gpu_value(device, dbe ? "retired_pages_dbe_addresses" : "retired_pages_sbe_addresses",
+                        list, sizeof(list));
         if (ret != NVML_SUCCESS)
             return ret == NVML_ERROR_NOT_SUPPORTED ? NVML_ERROR_UNKNOWN : ret;
     }

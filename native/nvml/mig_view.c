@@ -15,7 +15,6 @@
 
 #include "mig.h"
 
-#define PLACE_FILE_SIZE 16384 /* as values.c reads it */
 #define CAPABILITIES "proc/driver/nvidia/capabilities"
 #define UNITS 8 /* memory units of a GPU */
 
