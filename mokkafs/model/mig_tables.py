@@ -63,3 +63,51 @@ TABLES: dict[int, tuple[str, dict[str, str]]] = {
 NVML_ENUM = {shape.nvml: key for key, shape in SHAPES.items()}
 CI_SLICES = (1, 2, 3, 4, 7)  # COMPUTE_INSTANCE_PROFILE_{1,2,3,4,7}_SLICE
 CI_NVML = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7}  # the NVML enum's slices
+
+
+@dataclass(frozen=True)
+class Units:
+    """What a GI profile holds beyond its slices: streaming multiprocessors, copy engines,
+    decoders, encoders, JPEG decoders and optical flow accelerators (NVML's counts)."""
+
+    sm: int = 0
+    ce: int = 0
+    dec: int = 0
+    enc: int = 0
+    jpeg: int = 0
+    ofa: int = 0
+
+
+def _units(sms: tuple[int, ...], ce: tuple[int, ...], dec: tuple[int, ...],
+           jpeg: tuple[int, ...], ofa: tuple[int, ...]) -> dict[str, Units]:
+    """Units by shape, each column in SHAPES' order (no model listed has an encoder in MIG)."""
+    return {key: Units(sm, c, d, 0, j, o)
+            for key, sm, c, d, j, o in zip(SHAPES, sms, ce, dec, jpeg, ofa, strict=True)}
+
+
+# NVIDIA MIG user guide: the engines are its "Supported MIG Profiles" tables (NVDECs, JPEG,
+# OFA, copy engines; the A100-SXM4-80GB's are the 40GB's, renamed), the SM counts its
+# `nvidia-smi mig -lgip` examples (SM, DEC, ENC, CE, JPEG, OFA columns): A100-SXM4-40GB
+# (98 SMs in MIG mode) and an H100 SXM5 (132). Where the guide gives no number for a model
+# (H100 PCIe's SMs; H200 and B200) it is 0, as docs/nvml.md says.
+_A100 = _units((14, 14, 14, 28, 42, 56, 98), (1, 1, 1, 2, 3, 4, 7), (0, 1, 1, 1, 2, 2, 5),
+               (0, 1, 0, 0, 0, 0, 1), (0, 1, 0, 0, 0, 0, 1))
+_H100_ENGINES = ((1, 1, 1, 2, 3, 4, 8), (1, 1, 1, 2, 3, 4, 7), (1, 1, 1, 2, 3, 4, 7),
+                 (0, 1, 0, 0, 0, 0, 1))
+_H100_SXM = _units((16, 16, 26, 32, 60, 64, 132), *_H100_ENGINES)
+_H100_PCIE = _units((0,) * len(SHAPES), *_H100_ENGINES)
+HARDWARE: dict[int, dict[str, Units]] = {
+    0x20B0: _A100, 0x20F1: _A100, 0x20B2: _A100, 0x20B5: _A100,
+    0x2330: _H100_SXM, 0x2331: _H100_PCIE,
+}
+
+
+def ci_sms(units: dict[str, Units], gi: str, slices: int) -> int:
+    """The SMs of a compute instance of ``slices`` in a GI of shape ``gi``: the GI's when it
+    spans it, else a 1g's per slice (as `nvidia-smi mig -lcip` lists: 1c.4g.20gb 14 SMs,
+    2c.4g.20gb 28 on an A100-40GB); 0 where the table has none or it does not fit."""
+    if gi not in units or slices > SHAPES[gi].slices:
+        return 0
+    if slices == SHAPES[gi].slices:
+        return units[gi].sm
+    return units["1g"].sm * slices

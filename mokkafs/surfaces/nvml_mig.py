@@ -10,13 +10,17 @@ Only a GPU with a MIG table has them (NVML answers NOT_SUPPORTED for the others)
   change waits for a reset); ``mig_max_devices``: the compute slices, the most MIG devices;
 - ``mig_gip.<enum>``, one per GPU instance profile (by NVML's GPU_INSTANCE_PROFILE_*):
   ``<profile ID> <slices> <most> <memory units> <memory MiB> <starts, a hex bit mask> <name>``;
+  and ``mig_gip_units.<enum>``: ``<SMs> <copy engines> <decoders> <encoders> <JPEG> <OFA>``
+  then the SMs of a compute instance of 1, 2, 3, 4 and 7 slices in it (0 where none fits);
 - in MIG mode, ``mig_gi.<id>`` per GPU instance: ``<profile ID> <start> <units> <slices>``,
   and ``mig_ci.<gi>.<ci>`` per compute instance: ``<CI profile ID> <slices> <start> <UUID>
   <name>``.
 
-A profile's memory is its units' share of the board's (an eighth each), as the names say;
-where the profile states no memory, the name's size. The driver's compute placements are
-not modelled: a GPU instance's compute instances take its slices in the order of their IDs.
+The SM and engine counts are the MIG user guide's (``HARDWARE``); a model it gives none
+for answers 0. A profile's memory is its units' share of the board's (an eighth each), as the
+names say; where the profile states no memory, the name's size. The driver's compute
+placements are not modelled: a GPU instance's compute instances take its slices in the order
+of their IDs.
 A MIG device's UUID is a name-based UUID (RFC 4122, version 5) of its GPU's UUID and its two
 IDs: the same instance has the same UUID in every process and after a restart.
 """
@@ -26,7 +30,17 @@ from __future__ import annotations
 import uuid
 
 from mokkafs.model.mig import MigGpu
-from mokkafs.model.mig_tables import CI_NVML, SHAPES, SLICES, TABLES, UNITS
+from mokkafs.model.mig_tables import (
+    CI_NVML,
+    CI_SLICES,
+    HARDWARE,
+    SHAPES,
+    SLICES,
+    TABLES,
+    UNITS,
+    Units,
+    ci_sms,
+)
 from mokkafs.state import PciFunction
 
 MIB = 1 << 20
@@ -62,6 +76,12 @@ def mig_values(fn: PciFunction, mig: tuple[MigGpu, ...]) -> list[tuple[str, obje
         out.append((f"mig_gip.{shape.nvml}",
                     f"{shape.profile_id} {shape.slices} {shape.most} {shape.size} "
                     f"{memory_mib(fn, shape.size, names[key])} {mask:x} {names[key]}"))
+    hardware = HARDWARE.get(fn.device, {})
+    for key, shape in SHAPES.items():
+        u = hardware.get(key, Units())
+        cis = " ".join(str(ci_sms(hardware, key, c)) for c in CI_SLICES)
+        out.append((f"mig_gip_units.{shape.nvml}",
+                    f"{u.sm} {u.ce} {u.dec} {u.enc} {u.jpeg} {u.ofa} {cis}"))
     for gi in gpu.instances if gpu is not None else ():
         out.append((f"mig_gi.{gi.id}", f"{gi.profile_id} {gi.start} {gi.size} {gi.slices}"))
         start = 0

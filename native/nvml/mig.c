@@ -54,14 +54,20 @@ NVML_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsign
     return NVML_SUCCESS;
 }
 
-static void profile_fields(const struct mig_profile *p, unsigned int *id, unsigned int *slices,
-                           unsigned int *instances, unsigned long long *memory)
-{
-    *id = p->id;
-    *slices = p->slices;
-    *instances = p->most;
-    *memory = p->memory_mb;
-}
+/* The fields every version has, in the same order from id to memorySizeMB */
+#define PROFILE_FIELDS(info, p)                                                            \
+    do {                                                                                   \
+        (info)->id = (p)->id;                                                              \
+        (info)->sliceCount = (p)->slices;                                                  \
+        (info)->instanceCount = (p)->most;                                                 \
+        (info)->multiprocessorCount = (p)->sm;                                             \
+        (info)->copyEngineCount = (p)->ce;                                                 \
+        (info)->decoderCount = (p)->dec;                                                   \
+        (info)->encoderCount = (p)->enc;                                                   \
+        (info)->jpegCount = (p)->jpeg;                                                     \
+        (info)->ofaCount = (p)->ofa;                                                       \
+        (info)->memorySizeMB = (p)->memory_mb;                                             \
+    } while (0)
 
 /* The profile of an NVML enum: INVALID_ARGUMENT past the API's enums, NOT_SUPPORTED for one
  * the GPU does not have */
@@ -84,9 +90,8 @@ NVML_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device,
     if (g)
         ret = profile_of(g, profile, &p);
     if (ret == NVML_SUCCESS) {
-        memset(info, 0, sizeof(*info)); /* SM and engine counts: no table of mokkafs says */
-        profile_fields(p, &info->id, &info->sliceCount, &info->instanceCount,
-                       &info->memorySizeMB);
+        memset(info, 0, sizeof(*info));
+        PROFILE_FIELDS(info, p);
     }
     free(g);
     return ret;
@@ -100,15 +105,14 @@ static nvmlReturn_t profile_info_v(const struct mig_profile *p,
     if (version == nvmlGpuInstanceProfileInfo_v2) {
         memset(info, 0, sizeof(*info));
         info->version = version;
-        profile_fields(p, &info->id, &info->sliceCount, &info->instanceCount,
-                       &info->memorySizeMB);
+        PROFILE_FIELDS(info, p);
         strcpy(info->name, "MIG ");
         strcat(info->name, p->name);
         return NVML_SUCCESS;
     }
     if (version == nvmlGpuInstanceProfileInfo_v3) {
         nvmlGpuInstanceProfileInfo_v3_t v3 = {.version = version};
-        profile_fields(p, &v3.id, &v3.sliceCount, &v3.instanceCount, &v3.memorySizeMB);
+        PROFILE_FIELDS(&v3, p);
         strcpy(v3.name, "MIG ");
         strcat(v3.name, p->name);
         memcpy(info, &v3, sizeof(v3)); /* the same size as v2 */

@@ -18,6 +18,9 @@ struct mig_profile {
     unsigned int id, slices, most, size, starts; /* starts: a bit per allowed start */
     unsigned long long memory_mb;
     char name[MIG_NAME];
+    /* mig_gip_units.<enum>: SMs and engines (0 where no table says), and the SMs of a
+     * compute instance of 1, 2, 3, 4, 7 slices in it (by COMPUTE_INSTANCE_PROFILE_*) */
+    unsigned int sm, ce, dec, enc, jpeg, ofa, ci_sm[5];
 };
 
 struct mig_ci {

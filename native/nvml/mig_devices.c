@@ -107,8 +107,9 @@ static const struct mig_profile *gi_profile(const struct mig_gpu *g, const struc
     return mig_profile_by_id(g, gi->profile);
 }
 
-/* A MIG device's share of its GPU: its slices and its GPU instance's memory. No table of
- * mokkafs states the SM and engine counts: 0. A whole GPU's: NOT_SUPPORTED (the same). */
+/* A MIG device's share of its GPU: its compute instance's SMs, its GPU instance's engines
+ * (shared by its compute instances), slices and memory; counts no table gives are 0. A whole
+ * GPU's: NOT_SUPPORTED (the same). */
 NVML_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
                                                  nvmlDeviceAttributes_t *attributes)
 {
@@ -120,7 +121,16 @@ NVML_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
     if (ret == NVML_SUCCESS && !p)
         ret = NVML_ERROR_UNKNOWN;
     if (p) {
+        unsigned int cip = 0;
+        while (cip < 4 && mig_ci_slices(cip) != ci->slices)
+            cip++;
         memset(attributes, 0, sizeof(*attributes));
+        attributes->multiprocessorCount = mig_ci_slices(cip) == ci->slices ? p->ci_sm[cip] : 0;
+        attributes->sharedCopyEngineCount = p->ce;
+        attributes->sharedDecoderCount = p->dec;
+        attributes->sharedEncoderCount = p->enc;
+        attributes->sharedJpegCount = p->jpeg;
+        attributes->sharedOfaCount = p->ofa;
         attributes->gpuInstanceSliceCount = gi->slices;
         attributes->computeInstanceSliceCount = ci->slices;
         attributes->memorySizeMB = p->memory_mb;

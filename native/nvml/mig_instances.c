@@ -34,7 +34,8 @@ NVML_API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance,
  * INVALID_ARGUMENT past the API's enums or for an engine profile but the shared one;
  * NOT_SUPPORTED for one the GPU instance does not have. */
 struct ci_profile {
-    unsigned int id, slices, count;
+    unsigned int id, slices, count, sm; /* sm: its share of the GI's SMs */
+    const struct mig_profile *gi; /* the engines, all shared */
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
 };
 
@@ -55,6 +56,8 @@ static nvmlReturn_t ci_profile_of(const struct mig_gpu *g, const struct mig_gi *
     out->id = profile;
     out->slices = slices;
     out->count = gi->slices / slices;
+    out->sm = p->ci_sm[profile];
+    out->gi = p;
     strcpy(out->name, "MIG ");
     if (slices < gi->slices) {
         out->name[4] = (char)('0' + slices);
@@ -63,6 +66,20 @@ static nvmlReturn_t ci_profile_of(const struct mig_gpu *g, const struct mig_gi *
     strcat(out->name, p->name);
     return NVML_SUCCESS;
 }
+
+/* The fields every version has, in the same order from id to sharedOfaCount */
+#define CI_FIELDS(info, p)                                                                 \
+    do {                                                                                   \
+        (info)->id = (p)->id;                                                              \
+        (info)->sliceCount = (p)->slices;                                                  \
+        (info)->instanceCount = (p)->count;                                                \
+        (info)->multiprocessorCount = (p)->sm;                                             \
+        (info)->sharedCopyEngineCount = (p)->gi->ce;                                       \
+        (info)->sharedDecoderCount = (p)->gi->dec;                                         \
+        (info)->sharedEncoderCount = (p)->gi->enc;                                         \
+        (info)->sharedJpegCount = (p)->gi->jpeg;                                           \
+        (info)->sharedOfaCount = (p)->gi->ofa;                                             \
+    } while (0)
 
 static nvmlReturn_t ci_profile_at_call(nvmlGpuInstance_t gpuInstance, const void *info,
                                        unsigned int profile, unsigned int engine,
@@ -87,10 +104,8 @@ NVML_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
     nvmlReturn_t ret = ci_profile_at_call(gpuInstance, info, profile, engProfile, &p);
     if (ret != NVML_SUCCESS)
         return ret;
-    memset(info, 0, sizeof(*info)); /* SM and engine counts: no table of mokkafs says */
-    info->id = p.id;
-    info->sliceCount = p.slices;
-    info->instanceCount = p.count;
+    memset(info, 0, sizeof(*info));
+    CI_FIELDS(info, &p);
     return NVML_SUCCESS;
 }
 
@@ -110,8 +125,8 @@ NVML_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(
     if (version != nvmlComputeInstanceProfileInfo_v2
         && version != nvmlComputeInstanceProfileInfo_v3)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    nvmlComputeInstanceProfileInfo_v3_t v3 = {.version = version, .id = p.id,
-                                              .sliceCount = p.slices, .instanceCount = p.count};
+    nvmlComputeInstanceProfileInfo_v3_t v3 = {.version = version};
+    CI_FIELDS(&v3, &p);
     memcpy(v3.name, p.name, sizeof(v3.name));
     memcpy(info, &v3, version == nvmlComputeInstanceProfileInfo_v3 ? sizeof(v3) : sizeof(*info));
     return NVML_SUCCESS;

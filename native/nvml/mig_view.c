@@ -58,8 +58,18 @@ static int parse_line(char *key, const char *value, struct mig_gpu *out, struct 
             || !p.slices || p.slices > UNITS || !p.size || p.size > UNITS || p.most > UNITS
             || p.starts >> UNITS)
             return -1;
-        out->profiles[a] = p;
+        struct mig_profile *q = &out->profiles[a]; /* its units may come first */
+        p.sm = q->sm, p.ce = q->ce, p.dec = q->dec, p.enc = q->enc, p.jpeg = q->jpeg;
+        p.ofa = q->ofa;
+        memcpy(p.ci_sm, q->ci_sm, sizeof(p.ci_sm));
+        *q = p;
         return 0;
+    }
+    if (sscanf(key, "mig_gip_units.%u%n", &a, &n) == 1 && !key[n]) {
+        struct mig_profile *p = a < NVML_GPU_INSTANCE_PROFILE_COUNT ? &out->profiles[a] : NULL;
+        return p && sscanf(value, "%u %u %u %u %u %u %u %u %u %u %u", &p->sm, &p->ce, &p->dec,
+                           &p->enc, &p->jpeg, &p->ofa, &p->ci_sm[0], &p->ci_sm[1],
+                           &p->ci_sm[2], &p->ci_sm[3], &p->ci_sm[4]) == 11 ? 0 : -1;
     }
     if (sscanf(key, "mig_gi.%u%n", &a, &n) == 1 && !key[n]) {
         struct mig_gi gi = {.id = a};

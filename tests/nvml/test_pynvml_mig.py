@@ -253,3 +253,41 @@ def test_the_mig_mode_request(node: tuple[Mount, Path], tmp_path: Path, answer: 
     assert p.process.returncode == 0, out
     assert [json.loads(line) for line in heard] == [
         {"op": "mig", "action": "mode", "gpu": 3, "profiles": [], "C": False, "mode": 1}]
+
+
+UNITS_SCRIPT = """
+import json, pynvml as n
+n.nvmlInit()
+h = n.nvmlDeviceGetHandleByIndex(0)
+out = {}
+for e in range(12):
+    try:
+        p = n.nvmlDeviceGetGpuInstanceProfileInfo(h, e)
+    except n.NVMLError:
+        continue
+    out[e] = [p.multiprocessorCount, p.copyEngineCount, p.decoderCount, p.encoderCount,
+              p.jpegCount, p.ofaCount]
+m = n.nvmlDeviceGetMigDeviceHandleByIndex(h, 0)
+a = n.nvmlDeviceGetAttributes(m)
+print(json.dumps({"gip": out, "dev": [a.multiprocessorCount, a.sharedCopyEngineCount,
+      a.sharedDecoderCount, a.sharedEncoderCount, a.sharedJpegCount, a.sharedOfaCount,
+      a.gpuInstanceSliceCount, a.computeInstanceSliceCount]}))
+"""
+
+
+def test_sm_and_engine_counts_are_the_tables(node: tuple[Mount, Path]) -> None:
+    """GPU Feature Discovery's MIG labels: each profile's units and a MIG device's share."""
+    import subprocess
+    import sys
+
+    from mokkafs.model.mig_tables import HARDWARE
+
+    mount, control = node
+    run = subprocess.run([sys.executable, "-c", UNITS_SCRIPT], env=nvml_env(mount.path, control),
+                         capture_output=True, text=True, timeout=60, check=True)
+    got = json.loads(run.stdout)
+    units = HARDWARE[0x2330]
+    assert got["gip"] == {str(s.nvml): [units[k].sm, units[k].ce, units[k].dec, units[k].enc,
+                                        units[k].jpeg, units[k].ofa] for k, s in SHAPES.items()}
+    three = units["3g"]  # GPU 0's first MIG device: GI 2, a 3g.40gb spanned by its one CI
+    assert got["dev"] == [three.sm, three.ce, three.dec, three.enc, three.jpeg, three.ofa, 3, 3]

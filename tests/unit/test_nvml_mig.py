@@ -18,7 +18,13 @@ TABLE = {  # h100's: profile ID, slices, most, units, MiB (of 80 GiB), starts, n
     "mig_gip.0": "19 1 7 1 10240 7f 1g.10gb", "mig_gip.7": "20 1 1 1 10240 7f 1g.10gb+me",
     "mig_gip.9": "15 1 4 2 20480 55 1g.20gb", "mig_gip.1": "14 2 3 2 20480 15 2g.20gb",
     "mig_gip.2": "9 3 2 4 40960 11 3g.40gb", "mig_gip.3": "5 4 1 4 40960 1 4g.40gb",
-    "mig_gip.4": "0 7 1 8 81920 1 7g.80gb"}
+    "mig_gip.4": "0 7 1 8 81920 1 7g.80gb",
+    # the MIG user guide's H100 SXM5: SMs, CE, DEC, ENC, JPEG, OFA; CI SMs of 1, 2, 3, 4, 7
+    "mig_gip_units.0": "16 1 1 0 1 0 16 0 0 0 0", "mig_gip_units.7": "16 1 1 0 1 1 16 0 0 0 0",
+    "mig_gip_units.9": "26 1 1 0 1 0 26 0 0 0 0", "mig_gip_units.1": "32 2 2 0 2 0 16 32 0 0 0",
+    "mig_gip_units.2": "60 3 3 0 3 0 16 32 60 0 0",
+    "mig_gip_units.3": "64 4 4 0 4 0 16 32 48 64 0",
+    "mig_gip_units.4": "132 8 7 0 7 1 16 32 48 64 132"}
 
 
 def mig_keys(profile: str, bdf: str) -> dict[str, str]:
@@ -56,6 +62,7 @@ def test_without_the_memory_the_names_say_it() -> None:
     got = mig_keys("h200", "0000:1b:00.0")  # h200's profile states no memory
     assert got["mig_gip.0"] == "19 1 7 1 18432 7f 1g.18gb"
     assert got["mig_gip.4"] == "0 7 1 8 144384 1 7g.141gb"
+    assert got["mig_gip_units.4"] == "0 0 0 0 0 0 0 0 0 0 0"  # the guide gives h200 none
 
 
 def test_uuids_are_the_real_drivers_form_and_stable() -> None:
