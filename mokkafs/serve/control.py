@@ -191,20 +191,26 @@ async def serve_control(path: Path, swapper: Swapper,
     with listener, _removed_after(path):
         log.info("control socket at %s", path)
         task_status.started()
+        # MAX_CONNECTIONS are served at once; the next caller waits in the listen backlog
+        # for a slot (each request is bounded in time) instead of being hung up on, which a
+        # client could not tell from a refusal of its credentials.
         slots = trio.Semaphore(MAX_CONNECTIONS)
         async with trio.open_nursery() as nursery:
             while True:
-                conn, _ = await listener.accept()
-                if slots.value == 0:
-                    conn.close()
-                    continue
+                await slots.acquire()
+                try:
+                    conn, _ = await listener.accept()
+                except BaseException:
+                    slots.release()
+                    raise
 
                 async def one(c: trio.socket.SocketType = conn) -> None:
-                    async with slots:
-                        try:
-                            await _serve_one(c, swapper)
-                        except OSError as exc:  # the client went away
-                            log.info("a control client went away: %s", exc)
+                    try:
+                        await _serve_one(c, swapper)
+                    except OSError as exc:  # the client went away
+                        log.info("a control client went away: %s", exc)
+                    finally:
+                        slots.release()
 
                 nursery.start_soon(one)
 

@@ -35,7 +35,8 @@ NVML_API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance,
  * NOT_SUPPORTED for one the GPU instance does not have. */
 struct ci_profile {
     unsigned int id, slices, count, sm; /* sm: its share of the GI's SMs */
-    const struct mig_profile *gi; /* the engines, all shared */
+    unsigned int ce, dec, enc, jpeg, ofa; /* the GI's engines, all shared (copied: the
+                                           * GPU's state is freed before they are read) */
     char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
 };
 
@@ -57,7 +58,11 @@ static nvmlReturn_t ci_profile_of(const struct mig_gpu *g, const struct mig_gi *
     out->slices = slices;
     out->count = gi->slices / slices;
     out->sm = p->ci_sm[profile];
-    out->gi = p;
+    out->ce = p->ce;
+    out->dec = p->dec;
+    out->enc = p->enc;
+    out->jpeg = p->jpeg;
+    out->ofa = p->ofa;
     strcpy(out->name, "MIG ");
     if (slices < gi->slices) {
         out->name[4] = (char)('0' + slices);
@@ -74,11 +79,11 @@ static nvmlReturn_t ci_profile_of(const struct mig_gpu *g, const struct mig_gi *
         (info)->sliceCount = (p)->slices;                                                  \
         (info)->instanceCount = (p)->count;                                                \
         (info)->multiprocessorCount = (p)->sm;                                             \
-        (info)->sharedCopyEngineCount = (p)->gi->ce;                                       \
-        (info)->sharedDecoderCount = (p)->gi->dec;                                         \
-        (info)->sharedEncoderCount = (p)->gi->enc;                                         \
-        (info)->sharedJpegCount = (p)->gi->jpeg;                                           \
-        (info)->sharedOfaCount = (p)->gi->ofa;                                             \
+        (info)->sharedCopyEngineCount = (p)->ce;                                       \
+        (info)->sharedDecoderCount = (p)->dec;                                         \
+        (info)->sharedEncoderCount = (p)->enc;                                         \
+        (info)->sharedJpegCount = (p)->jpeg;                                           \
+        (info)->sharedOfaCount = (p)->ofa;                                             \
     } while (0)
 
 static nvmlReturn_t ci_profile_at_call(nvmlGpuInstance_t gpuInstance, const void *info,

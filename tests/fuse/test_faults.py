@@ -294,3 +294,35 @@ def test_control_clients_that_go_away_or_send_garbage_leave_the_daemon_serving(
         # is another client's, which may come first: the first fault imports the schema)
         wait_for(lambda: listed() == ["g", "gpu-lost"], 60, "the hung-up client's fault")
         assert mount.process.poll() is None and (mnt / "proc/devices").read_text()
+
+
+def test_a_caller_past_the_busy_control_slots_waits_for_one_and_is_answered(
+        tmp_path: Path) -> None:
+    """Four callers hold every slot; a fifth is answered once one leaves, never hung up on: a
+    hang-up is what a caller the daemon does not answer gets (NVML maps it to NO_PERMISSION)."""
+    import json
+    import socket
+
+    control = tmp_path / "ctl" / "sock"
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4", "--control", str(control)]):
+        wait_for(control.exists, 20, "the control socket")
+        idle = []
+        try:
+            for _ in range(4):  # each holds a slot, sending nothing, until closed
+                client = socket.socket(socket.AF_UNIX)
+                client.connect(str(control))
+                idle.append(client)
+            with socket.socket(socket.AF_UNIX) as fifth:
+                fifth.settimeout(30)
+                fifth.connect(str(control))
+                fifth.sendall(json.dumps({"op": "list"}).encode() + b"\n")
+                idle.pop().close()  # a slot frees
+                answer = b""
+                while not answer.endswith(b"\n"):
+                    chunk = fifth.recv(65536)
+                    assert chunk, f"hung up on after {answer!r}"
+                    answer += chunk
+            assert json.loads(answer)["ok"] is True
+        finally:
+            for client in idle:
+                client.close()
