@@ -3,10 +3,8 @@
 (``views.PER_READ`` lists what is not: counters and times that move with every read), but for
 the MIG instances, which no file describes whole (their profiles are NVML's: docs/capture.md).
 
-The default pass (no-open) runs all of those. The keep-cache pass runs one, nvml-mock's b200
-(a capture's walk through a keep-cache mount, proven once): a capture reads the same tree in
-either mode (tests/fuse proves each serves it alike), and keep-cache answers every read in
-userspace, about three times slower.
+They run in the first pass only (tests/helpers/passes.py): a capture reads the same tree in
+either cache mode, which tests/fuse proves each serves alike.
 
 The shipped profiles are mounted without a node name, as the README's first mount is: the
 node's GUIDs and LIDs are then made from the host's name, which the view does not show, so
@@ -23,18 +21,15 @@ import pytest
 from mokkafs.surfaces import ROOTS
 from tests.helpers.captures import mounted, run_capture
 from tests.helpers.mounts import SHIPPED_PROFILES
-from tests.helpers.pass_mode import PASS_MODE
 from tests.helpers.profiles import ALL_PROFILES, profile_id
 from tests.helpers.views import differences, snapshot
 
 # nvml-mock's profiles share their shipped namesakes' shapes; what is theirs alone is the
 # node name that pins the GUIDs (node_args), proven by two of them: a DGX and a Grace tray.
 NVML_MOCK_TRIPS = ("nvml-mock/b200", "nvml-mock/gb200")
-KEEP_CACHE_TRIP = "nvml-mock/b200"  # the keep-cache pass's one round trip
-ROUND_TRIPS = [p for p in ALL_PROFILES if p.parent == SHIPPED_PROFILES
-               or profile_id(p) in NVML_MOCK_TRIPS] if PASS_MODE != "keep-cache" else \
-    [p for p in ALL_PROFILES if profile_id(p) == KEEP_CACHE_TRIP]
-assert len(ROUND_TRIPS) >= (1 if PASS_MODE == "keep-cache" else 2 + 9), "a profile is gone"
+ROUND_TRIPS = [p for p in ALL_PROFILES
+               if p.parent == SHIPPED_PROFILES or profile_id(p) in NVML_MOCK_TRIPS]
+assert len(ROUND_TRIPS) == len(NVML_MOCK_TRIPS) + 9, "a profile is gone"
 # The daemon's own places (NVML's) are no kernel files: a real node has none to capture
 # (docs/capture.md). Their directories on the way (run/) are the view's alone too.
 OWN = tuple(root.path for root in ROOTS if root.own)

@@ -30,7 +30,7 @@ ONCE = (
     "tests/containers/test_mig_imex.py", "tests/containers/test_share.py",
     "tests/containers/test_writes.py", "tests/containers/test_writes_vfio.py",
     "tests/containers/test_nvml.py",
-    # capture's own reader (the round trip through a mount runs in both), and the shim
+    # capture's own reader, and the shim
     "tests/capture/test_capture_anonymize.py", "tests/capture/test_capture_host.py",
     "tests/capture/test_capture_hostile.py", "tests/capture/test_capture_real_like.py",
     "tests/capture/test_capture_stall.py", "tests/native/",
@@ -42,8 +42,14 @@ ONCE = (
     "tests/fuse/test_writes_stress.py",
     # NVML's topology from the PCIe tree: static content, as the topology consumers read it
     "tests/nvml/test_topology.py", "tests/nvml/test_nvml_topology_c.py",
-    # the library over a rendered tree, no mount
-    "tests/nvml/test_nvml_leak.py",
+    # the library over a rendered tree, no mount; its exports; and static content as NVML's
+    # consumers read it (the values, the monitors' one-shot screens), which both modes serve
+    # alike (tests/fuse proves it): what swaps or changes at run time runs in both passes
+    "tests/nvml/test_nvml_leak.py", "tests/nvml/test_exports.py", "tests/nvml/test_nvml_c.py",
+    "tests/nvml/test_monitors.py", "tests/nvml/test_nvtop.py",
+    "tests/nvml/test_pynvml_values.py",
+    # a capture's walk: a read of every file, which both modes serve alike
+    "tests/capture/test_capture_roundtrip.py",
 )
 
 
