@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import yaml
 
 from mokkafs.model.pci import LINK_GENERATIONS
 from mokkafs.profile.compile.cpus import parse_cpulist
-from tests.helpers.mounts import REPO
+from tests.helpers.mounts import REPO, wait_for
 from tests.helpers.tools import require_tool
 
 
@@ -112,6 +113,17 @@ class PynvmlProcess:
         """Send ``line``; its answer."""
         self.send(line)
         return self.read_line()
+
+    def ask_until(self, line: str, until: Callable[[Any], object], what: str) -> Any:
+        """The answer to ``line`` once ``until`` holds of it (asked again until then)."""
+        got: list[Any] = []
+
+        def ready() -> bool:
+            got[:] = [self.ask(line)]
+            return bool(until(got[0]))
+
+        wait_for(ready, 60, what)
+        return got[0]
 
     def send(self, line: str) -> None:
         assert self.process.stdin is not None

@@ -8,7 +8,6 @@ uncorrectable error as a double bit ECC event and an Xid 48. Polled, never slept
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tests.helpers.faults import fault_node
 from tests.helpers.kmsg import apply, blocked_in_poll, node
@@ -46,17 +45,6 @@ NOT_SUPPORTED = {"error": 3}
 IDLE, HW_SLOWDOWN, SW_THERMAL, HW_THERMAL = 0x1, 0x8, 0x20, 0x40
 
 
-def polled(process: PynvmlProcess, gpu: int, until: Any, what: str) -> dict[str, Any]:
-    """GPU ``gpu``'s health once ``until`` holds of it (asked again until then)."""
-    got: dict[str, Any] = {}
-
-    def ready() -> bool:
-        got.update(process.ask(str(gpu)))
-        return bool(until(got))
-
-    wait_for(ready, 60, what)
-    return got
-
 
 def test_a_hot_gpu_reads_hot_and_throttled_then_as_before(tmp_path: Path) -> None:
     with fault_node(tmp_path) as node_:
@@ -68,12 +56,12 @@ def test_a_hot_gpu_reads_hot_and_throttled_then_as_before(tmp_path: Path) -> Non
             faults.write_text("faults:\n  - {name: hot, kind: gpu-hot, target: gpu3, "
                               "temperature: 94, clock_mhz: 300}\n")
             assert node_.fault("apply", str(faults)).returncode == 0
-            hot = polled(process, 3, lambda g: g["temperature"] == 94, "the GPU hot")
+            hot = process.ask_until("3", lambda g: g["temperature"] == 94, "the GPU hot")
             assert hot["clocks"] == [300, 300, before["clocks"][2]]
             assert hot["reasons"] == IDLE | SW_THERMAL | HW_SLOWDOWN | HW_THERMAL
             assert process.ask("2")["temperature"] == before["temperature"]  # the others
             assert node_.fault("clear", "hot").returncode == 0
-            cool = polled(process, 3, lambda g: g["temperature"] == before["temperature"],
+            cool = process.ask_until("3", lambda g: g["temperature"] == before["temperature"],
                           "the GPU as before")
             assert cool == before
         finally:
@@ -94,7 +82,7 @@ def test_an_ecc_storm_counts_with_time_and_stops_when_cleared(tmp_path: Path) ->
                               "for: 100, rates: {corrected: 10, uncorrected: 0.5}}\n")
             assert node_.fault("apply", str(faults)).returncode == 0  # at 0 s on its clock
             node_.at(17.05)  # 170 corrected, 8 uncorrected (8.5)
-            got = polled(process, 1, lambda g: g["ecc"][0] == 170, "the storm counted")
+            got = process.ask_until("1", lambda g: g["ecc"][0] == 170, "the storm counted")
             assert got["ecc"] == [170, 170, 8, 8] and got["dram"] == [170, 8]
             assert got["l1"] == NOT_SUPPORTED
             assert got["rows"] == [0, 8, 1, 0]  # a row remapped for each, pending a reset
@@ -102,7 +90,7 @@ def test_an_ecc_storm_counts_with_time_and_stops_when_cleared(tmp_path: Path) ->
             node_.at(30.05)
             assert node_.fault("clear", "storm").returncode == 0
             node_.at(60.05)
-            stopped = polled(process, 1, lambda g: g["ecc"][0] == 300, "the storm's counts")
+            stopped = process.ask_until("1", lambda g: g["ecc"][0] == 300, "the storm's counts")
             assert stopped["ecc"] == [300, 300, 15, 15] and stopped["rows"] == [0, 15, 1, 0]
             node_.at(90.05)
             assert process.ask("1") == stopped  # cleared: nothing more counts

@@ -9,11 +9,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from tests.helpers.faults import fault_node
 from tests.helpers.live import profile_text, rename_over
-from tests.helpers.mounts import wait_for
 from tests.helpers.nvml import PynvmlProcess, nvml_env
 from tests.nvml.test_monitors import run_tool
 
@@ -39,16 +37,6 @@ for line in iter(sys.stdin.readline, ""):
     }), flush=True)
 """
 
-
-def polled(process: PynvmlProcess, gpu: int, until: Any, what: str) -> dict[str, Any]:
-    got: dict[str, Any] = {}
-
-    def ready() -> bool:
-        got.update(process.ask(str(gpu)))
-        return bool(until(got))
-
-    wait_for(ready, 60, what)
-    return got
 
 
 def test_a_profiles_processes_in_nvml_and_gpustat(tmp_path: Path) -> None:
@@ -88,13 +76,13 @@ def test_a_busy_gpu_runs_a_process_until_cleared(tmp_path: Path) -> None:
                               "pid: 4242, process: python3, memory_mib: 30720, "
                               "utilization_gpu: 98, utilization_memory: 45}\n")
             assert node_.fault("apply", str(faults)).returncode == 0
-            busy = polled(process, 2, lambda g: g["procs"], "the process running")
+            busy = process.ask_until("2", lambda g: g["procs"], "the process running")
             assert busy["procs"] == [[4242, 30720 * MIB, "python3"]]
             assert busy["used"] == 30720 * MIB and busy["reserved"] == idle["reserved"]
             assert busy["util"] == [98, 45] and busy["reasons"] & IDLE == 0
             assert process.ask("1")["procs"] == []  # the others
             assert node_.fault("clear", "busy").returncode == 0
-            gone = polled(process, 2, lambda g: not g["procs"], "the process gone")
+            gone = process.ask_until("2", lambda g: not g["procs"], "the process gone")
             assert gone == idle
         finally:
             out = process.close()
