@@ -14,15 +14,6 @@
 
 #define ADDRESSES_SIZE 2048 /* 64 pages, "0x" and up to 16 digits each, and commas */
 
-static nvmlReturn_t number_out(nvmlDevice_t device, const char *key, unsigned long long *out)
-{
-    unsigned long long value = 0;
-    nvmlReturn_t ret = gpu_number(device, key, &value);
-    if (ret == NVML_SUCCESS)
-        *out = value;
-    return ret;
-}
-
 NVML_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
                                                   nvmlMemoryErrorType_t errorType,
                                                   nvmlEccCounterType_t counterType,
@@ -38,7 +29,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
     snprintf(key, sizeof(key), "ecc_%s_%s",
              counterType == NVML_VOLATILE_ECC ? "volatile" : "aggregate",
              errorType == NVML_MEMORY_ERROR_TYPE_CORRECTED ? "corrected" : "uncorrected");
-    return number_out(device, key, eccCounts);
+    return gpu_number(device, key, eccCounts);
 }
 
 /* The errors are the device memory's (the framebuffer, as Xid 48 says); no other location
@@ -172,7 +163,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device
         return ret;
     if (!reasons)
         return NVML_ERROR_INVALID_ARGUMENT;
-    return number_out(device, "clocks_event_reasons", reasons);
+    return gpu_number(device, "clocks_event_reasons", reasons);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,

@@ -26,12 +26,11 @@ struct described {
     struct mig_ci cis[MIG_GIS][MIG_CIS];
 };
 
+/* A decimal that fits an unsigned int (number_of's rules): 0, or -1 */
 static int number(const char *text, unsigned int *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long v = strtoul(text, &end, 10);
-    if (end == text || *end || errno || text[0] == '-' || v > 0xffffffffUL)
+    unsigned long long v;
+    if (number_of(text, &v) != NVML_SUCCESS || v > 0xffffffffULL)
         return -1;
     *out = (unsigned int)v;
     return 0;
@@ -147,23 +146,13 @@ static nvmlReturn_t confirm(nvmlDevice_t device, const struct described *d,
 
 nvmlReturn_t mig_read(nvmlDevice_t device, struct mig_gpu *out)
 {
-    char rel[PATH_MAX], probe[BDF_SIZE];
     memset(out, 0, sizeof(*out));
     out->current = 2; /* none said yet */
     char *text = malloc(PLACE_FILE_SIZE);
     struct described *d = calloc(1, sizeof(*d));
     nvmlReturn_t ret = text && d ? NVML_SUCCESS : NVML_ERROR_MEMORY;
-    long len = -1;
-    if (ret == NVML_SUCCESS) {
-        snprintf(rel, sizeof(rel), "%s/%s", NVML_GPUS, device->bdf);
-        len = view_read(rel, text, PLACE_FILE_SIZE);
-    }
-    if (ret == NVML_SUCCESS && len >= PLACE_FILE_SIZE - 1)
-        ret = NVML_ERROR_UNKNOWN; /* it may go on: a key cut short must not answer */
-    if (ret == NVML_SUCCESS && len < 0) {
-        nvmlReturn_t gone = gpu_info(device, "Bus Location", probe, sizeof(probe));
-        ret = gone == NVML_ERROR_GPU_IS_LOST ? gone : NVML_ERROR_NOT_SUPPORTED;
-    }
+    if (ret == NVML_SUCCESS)
+        ret = gpu_place(device, text, PLACE_FILE_SIZE);
     char *save = NULL;
     for (char *line = ret == NVML_SUCCESS ? strtok_r(text, "\n", &save) : NULL;
          line && ret == NVML_SUCCESS; line = strtok_r(NULL, "\n", &save)) {
