@@ -23,7 +23,6 @@ from mokkafs.fuse.writes import Caller
 from mokkafs.layers.writes import WRITES
 from mokkafs.model.sysfs import StoreKey
 from mokkafs.serve.swap import Swapper
-from mokkafs.serve.tell import told
 from mokkafs.state import State
 from mokkafs.writes.attributes import WriteRefused
 from mokkafs.writes.book import WriteBook
@@ -35,8 +34,8 @@ TOLD_WAIT = 0.1  # seconds a write's answer waits for the kernel to be told, at 
 
 
 class Writer:
-    """The mount's store (``mokkafs.fuse.writes.Store``): ``store`` one write, ``clear`` them
-    all."""
+    """The mount's store (``mokkafs.fuse.writes.Store``): ``store`` one write. (Clearing them
+    all is the writes layer's control request: ``mokkafs.layers.writes``.)"""
 
     def __init__(self, swapper: Swapper) -> None:
         self.swapper = swapper
@@ -86,21 +85,3 @@ class Writer:
         if waited.cancelled_caught:
             log.debug("write %s/%s: answered before the kernel was told (a reader holds what "
                       "the telling needs)", key.holder, key.name)
-
-    async def clear(self) -> int:
-        return await clear(self.swapper)
-
-
-async def clear(swapper: Swapper) -> int:
-    """Forget every write (the profile's values serve again); how many there were."""
-    count = 0
-
-    def change(book: WriteBook, served: State) -> bool:
-        nonlocal count
-        count = book.clear()
-        return count > 0
-
-    await told(await swapper.change(WRITES, change, reason="writes cleared"))  # answers no request
-    if count:
-        log.info("writes cleared: %d", count)
-    return count
