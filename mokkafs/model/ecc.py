@@ -8,6 +8,7 @@ which never comes), a page retired for each before (at most 64). docs/faults.md,
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -68,15 +69,19 @@ def kept_over(kept: tuple[int, int], before: tuple[EccBurst, ...],
     return max(0, old[0] - new[0]), max(0, old[1] - new[1])
 
 
-def page_addresses(bdf: str, count: int, memory: int | None) -> list[int]:
-    """The addresses of ``count`` retired pages: spread over the framebuffer by a digest of
-    the GPU and the page's number, the same at every read."""
+@functools.lru_cache(maxsize=256)
+def _pages(bdf: str, memory: int | None) -> tuple[int, ...]:
+    """A GPU's ``MAX_RETIRED_PAGES`` page addresses, made once: a read of its file only
+    counts how many are retired (memoized: a pure function, its result immutable)."""
     pages = (memory or 1 << 34) // PAGE
-    out = []
-    for i in range(count):
-        digest = hashlib.sha256(f"{bdf}\0{i}".encode()).digest()
-        out.append(int.from_bytes(digest[:8], "big") % pages * PAGE)
-    return out
+    return tuple(int.from_bytes(hashlib.sha256(f"{bdf}\0{i}".encode()).digest()[:8], "big")
+                 % pages * PAGE for i in range(MAX_RETIRED_PAGES))
+
+
+def page_addresses(bdf: str, count: int, memory: int | None) -> list[int]:
+    """The addresses of ``count`` retired pages (``MAX_RETIRED_PAGES`` at most): spread over
+    the framebuffer by a digest of the GPU and the page's number, the same at every read."""
+    return list(_pages(bdf, memory)[:count])
 
 
 def ecc_values(architecture: int | None, bdf: str, memory: int | None,
