@@ -9,7 +9,8 @@
 # Pass 1 runs every test as a mount chooses by default (no-open cache mode, on the patched
 # pyfuse3 the set-up builds); pass 2 runs, in keep-cache mode (the fallback for a stock
 # pyfuse3), the tests whose result can depend on the mode (tests/helpers/passes.py). Tests run
-# in parallel, one pytest-xdist worker per CPU, a module on one worker, the slowest modules
+# in parallel, one pytest-xdist worker per CPU and one more (a test often waits on a process it
+# started: a daemon, podman, a consumer), a module on one worker, the slowest modules
 # first (tests/helpers/order.py). Every step runs even when one before it failed; the summary
 # at the end gives each one's result and time, and the script exits 1 when any failed. A pass
 # that ran no test (pytest's exit 5) failed, unless ARGS chose tests pass 2 leaves to pass 1.
@@ -22,6 +23,10 @@ if [ "${1:-}" = "--quick" ]; then
 fi
 "$here/scripts/setup.sh"
 cd "$here"
+# The suite starts hundreds of Python processes (daemons, compiling processes, CLI calls),
+# each importing the package from this checkout: its bytecode is made here once, so that none
+# compiles those modules again where PYTHONDONTWRITEBYTECODE keeps Python from writing them.
+.venv/bin/python -m compileall -q mokkafs tests bench >/dev/null
 # Property tests try the same examples every run, and nothing a run found replays in the next
 # (tests/helpers/hypothesis_profiles.py, docs/testing.md).
 export MOKKAFS_HYPOTHESIS_PROFILE="${MOKKAFS_HYPOTHESIS_PROFILE:-mokkafs-ci}"
@@ -65,7 +70,7 @@ step() {
 }
 
 args=("$@")
-pytest=(.venv/bin/python -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=10)
+pytest=(.venv/bin/python -m pytest -n "$(($(nproc) + 1))" --dist loadfile --no-loadscope-reorder --durations=10)
 [ -t 1 ] && pytest+=(--color=yes)  # its output goes through tee, to read its closing line
 step "ruff" .venv/bin/ruff check mokkafs tests bench scripts
 step "mypy" .venv/bin/mypy

@@ -49,8 +49,10 @@ def test_a_host_mount_whose_options_changed_is_named() -> None:
 
 
 # A stand-in for .venv/bin/python -m pytest: it notes each run (the cache mode and the
-# arguments) and ends as $FAKE_<MODE> says: "RC CLOSING-LINE".
+# arguments) and ends as $FAKE_<MODE> says: "RC CLOSING-LINE". The bytecode step before the
+# passes (python -m compileall) is noted apart.
 FAKE_PYTEST = """#!/bin/bash
+if [ "$1 $2" = "-m compileall" ]; then echo "$*" >> "$(dirname "$0")/../../compiled"; exit 0; fi
 mode=${MOKKAFS_CACHE_MODE:-default}
 echo "$mode $*" >> "$(dirname "$0")/../../runs"
 var=FAKE_${mode//-/_}
@@ -121,6 +123,9 @@ def test_quick_runs_lint_types_and_unit_tests_once(tmp_path: Path) -> None:
     assert runs[0].split()[0] == "default"
     assert runs[0].split()[-3:] == ["tests/unit", "-k", "tree"]
     assert status == 1  # mypy failed, and the tests ran all the same
+    # the package's bytecode is made before any pass, the quick one too
+    assert (tmp_path / "compiled").read_text().split() == [
+        "-m", "compileall", "-q", "mokkafs", "tests", "bench"]
     assert any(line.startswith("test:   mypy") and "FAILED (exit 1)" in line for line in out)
 
 
