@@ -49,6 +49,7 @@ def over_sys(mount: Mount, command: str) -> str:
                         f"mount --bind {root}/proc/meminfo /proc/meminfo && {command}")
 
 
+@pytest.mark.once  # static content, which both modes serve alike
 def test_cadvisor_kubelet_and_dra_see_every_node_and_cpu_the_functions_name(
         mounted: tuple[str, Mount]) -> None:
     name, mount = mounted
@@ -75,6 +76,7 @@ def test_cadvisor_kubelet_and_dra_see_every_node_and_cpu_the_functions_name(
         assert [n.id for n in nodes if not n.cpus and n.memory_kib] == [2, 10, 18, 26]
 
 
+@pytest.mark.once  # static content, which both modes serve alike
 def test_lstopo_shows_the_packages_with_their_gpus_and_nics(mounted: tuple[str, Mount]) -> None:
     name, mount = mounted
     tool = require_tool("lstopo-no-graphics")
@@ -95,6 +97,7 @@ def test_lstopo_shows_the_packages_with_their_gpus_and_nics(mounted: tuple[str, 
                 assert re.search(rf"PCI ({fn.bdf[:5]})?{fn.bdf[5:]} ", pkg), (fn.bdf, node.id)
 
 
+@pytest.mark.once  # static content, which both modes serve alike
 def test_lscpu_and_numactl_show_the_profiles_machine(mounted: tuple[str, Mount]) -> None:
     name, mount = mounted
     require_tool("numactl")
@@ -120,6 +123,7 @@ def test_lscpu_and_numactl_show_the_profiles_machine(mounted: tuple[str, Mount])
         assert row and [int(x) for x in row.group(1).split()] == list(node.distance)
 
 
+@pytest.mark.once  # static content, which both modes serve alike
 def test_a_process_is_told_the_simulated_count_and_keeps_its_own_affinity(
         tmp_path: Path) -> None:
     """The decision of docs/machine.md: sysconf (os.cpu_count(), ``nproc --all``) counts the

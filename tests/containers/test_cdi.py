@@ -88,6 +88,7 @@ def sections(output: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
 
 
+@pytest.mark.once  # static content, which both modes serve alike
 def test_every_consumer_in_one_container(h100_node: Node, ibdump: Path) -> None:
     state = state_of(h100_node.profile, node_name="node-a")
     readers = REPO / "tests/helpers/topology.py"
@@ -228,6 +229,7 @@ def test_faults_applied_at_run_time_reach_a_running_container(h100_node: Node,
         podman("rm", "-f", "-t", "0", name, check=False)
 
 
+@pytest.mark.once  # the spec's life, not the view's answers
 def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     spec = json.loads(h100_node.spec.read_text())  # it exists once the mount is ready
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == h100_node.kind
@@ -266,6 +268,7 @@ def test_spec_lifecycle(h100_node: Node, tmp_path: Path) -> None:
     assert not h100_node.spec.exists()
 
 
+@pytest.mark.once  # the spec's life, not the view's answers
 def test_cdi_refuses_a_mountpoint_that_is_not_serving(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "mokkafs", "cdi", "--mountpoint",
                              str(tmp_path)], capture_output=True, text=True, cwd=REPO,
@@ -275,6 +278,7 @@ def test_cdi_refuses_a_mountpoint_that_is_not_serving(tmp_path: Path) -> None:
     assert result.stdout == ""
 
 
+@pytest.mark.once  # the spec's life, not the view's answers
 def test_spec_is_absent_until_the_mount_serves(tmp_path: Path) -> None:
     """A bad profile: nothing is mounted, so no spec may appear."""
     bad = tmp_path / "bad.yaml"
@@ -376,6 +380,7 @@ def test_running_container_survives_a_daemon_restart(tmp_path: Path,
             (CDI_DIR / (kind.replace("/", "_") + ".json")).unlink(missing_ok=True)
 
 
+@pytest.mark.once  # the spec's life, not the view's answers
 def test_a_spec_that_cannot_be_published_stops_the_daemon_cleanly(tmp_path: Path) -> None:
     blocked = tmp_path / "cdi"
     blocked.write_text("a file where the CDI directory should be")
@@ -390,6 +395,7 @@ def test_a_spec_that_cannot_be_published_stops_the_daemon_cleanly(tmp_path: Path
         assert not os.path.ismount(share / "node")
 
 
+@pytest.mark.once  # the spec's life, not the view's answers
 def test_schemas_reject_a_broken_spec() -> None:
     spec = {"cdiVersion": "0.5.0", "kind": "mokkafs.io/node",
             "devices": [{"name": "all", "containerEdits": {"mounts": [{"hostPath": "/x"}]}}]}
@@ -398,6 +404,7 @@ def test_schemas_reject_a_broken_spec() -> None:
             validate(spec) if schema is None else validate(spec, schema)
 
 
+@pytest.mark.once  # static content, which both modes serve alike
 def test_direct_proc_devices_mount_where_the_runtime_allows_it(h100_node: Node) -> None:
     """crun accepts a mount over /proc/devices (the `proc-devices-mount` device); runc refuses
     it, which is why `all` uses the hook. crun needs the hybrid cgroup2 mount hidden, done here
@@ -418,6 +425,7 @@ def test_direct_proc_devices_mount_where_the_runtime_allows_it(h100_node: Node) 
     assert "inside /proc" in refused.stderr
 
 
+@pytest.mark.once  # the spec's life, not the view's answers
 def test_a_parent_holding_anything_else_is_refused(tmp_path: Path) -> None:
     """Every container given the spec holds the mountpoint's parent (for restart survival):
     with a file, a socket or a writable mount beside the mountpoint, nothing is published."""
@@ -441,6 +449,7 @@ def test_a_parent_holding_anything_else_is_refused(tmp_path: Path) -> None:
     assert not os.path.ismount(share / "node") and not any(cdi.glob("*.json"))
 
 
+@pytest.mark.once  # the spec's life, not the view's answers
 def test_cdi_refuses_a_mount_whose_parent_holds_anything_else(tmp_path: Path) -> None:
     """``mokkafs cdi`` writes the same spec as the daemon, so it checks the same parent."""
     (tmp_path / "canary").write_text("root's secret\n")
@@ -452,6 +461,7 @@ def test_cdi_refuses_a_mount_whose_parent_holds_anything_else(tmp_path: Path) ->
     assert "also holds canary" in result.stderr and result.stdout == ""
 
 
+@pytest.mark.once  # static content, which both modes serve alike
 def test_a_container_sees_the_view_and_nothing_else_of_the_host(h100_node: Node) -> None:
     """Canaries next to the share, and a writable tmpfs mounted below the view by root after
     the start: a container given the node sees the share hold only the view, cannot write

@@ -39,6 +39,7 @@ def mounted_below(path: Path) -> list[str]:
     return [m.point for m in mounts_of() if m.point == prefix or m.point.startswith(prefix + "/")]
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_updates_that_cannot_load_keep_the_last_view(tmp_path: Path) -> None:
     with live_mount(tmp_path, expect=["keeping generation 1"]) as live:
         _updates_that_cannot_load(live)
@@ -60,6 +61,7 @@ def _updates_that_cannot_load(live: Live) -> None:
     assert live.ready()["last_error"] is None
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_a_surface_that_raises_while_building_keeps_the_last_view(tmp_path: Path) -> None:
     expect = [r"building generation \d+ failed", "^Traceback", "keeping generation"]
     with live_mount(tmp_path, "h100", command=BROKEN, expect=expect) as live:
@@ -76,6 +78,7 @@ def test_a_surface_that_raises_while_building_keeps_the_last_view(tmp_path: Path
     assert "a surface bug while building" in live.mount.log_text()
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_a_cdi_directory_that_goes_bad_while_serving(tmp_path: Path) -> None:
     expect = ("serves, but cannot write the CDI spec", "could not retract CDI spec")
     with cdi_node(tmp_path, "a100", expect=expect) as (live, spec, _):
@@ -93,6 +96,7 @@ def test_a_cdi_directory_that_goes_bad_while_serving(tmp_path: Path) -> None:
     assert not mounted_below(tmp_path / "share")  # the share over the parent is undone too
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_stop_during_a_build_that_never_ends(tmp_path: Path) -> None:
     """SIGTERM while the swapper builds a tree for ever: the spec is retracted, the build
     abandoned, the mount and the share over the parent undone, and the exit is clean."""
@@ -108,6 +112,7 @@ def test_stop_during_a_build_that_never_ends(tmp_path: Path) -> None:
     assert log.index("retracted CDI spec") < log.index("unmounted")
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_what_a_killed_daemon_leaves_is_undone(tmp_path: Path) -> None:
     share = tmp_path / "share"
     with cdi_node(tmp_path) as (first, spec, kind):
@@ -186,6 +191,7 @@ def test_each_network_namespace_sees_its_own_interfaces(tmp_path: Path) -> None:
         mount.process.returncode = 0  # killed on purpose
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_a_flood_of_metrics_connections_cannot_starve_the_view(tmp_path: Path) -> None:
     """1,100 idle connections with the daemon at systemd's default limit of 1,024 files."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -217,6 +223,7 @@ def test_a_flood_of_metrics_connections_cannot_starve_the_view(tmp_path: Path) -
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_slow_clients_of_the_metrics_port_cannot_fail_probes_or_scrapes(tmp_path: Path) -> None:
     """40 clients each send a byte of an endless request every half second to the metrics
     port, and connect again whenever it closes them. Meanwhile every probe of the probes' own
@@ -296,6 +303,7 @@ def _healthz(port: int, timeout: float = 2, path: str = "/healthz") -> int:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM])
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_repeated_stop_signals_during_shutdown(tmp_path: Path, sig: signal.Signals) -> None:
     with cdi_node(tmp_path) as (live, spec, _):
         for _ in range(20):

@@ -56,6 +56,7 @@ def lspci(mount: Mount, *args: str) -> str:
 
 
 @pytest.mark.parametrize("profile", ALL_PROFILES, ids=profile_id)
+@pytest.mark.once  # static content, which both modes serve alike (test_fuse_view_equals_render)
 def test_profile_serves_exactly_its_devices(tmp_path: Path, profile: Path) -> None:
     state = state_of(profile, node_name="node-a")
     with mokkafs_mount(tmp_path / "mnt", ["--profile", str(profile),
@@ -234,6 +235,7 @@ def test_proc_devices_is_served(mount_h100: Mount) -> None:
     assert "\n231 infiniband_verbs\n" in text
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_the_daemon_maps_no_openssl(tmp_path: Path) -> None:
     """trio imports ssl, prometheus_client's exposition reads it at import, and pydantic's
     ``secrets`` loads hashlib's OpenSSL: 7 MiB of libssl and libcrypto in a daemon that
@@ -269,6 +271,7 @@ def test_handler_exception_is_eio_and_the_mount_keeps_serving(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_a_stop_signal_unmounts(tmp_path: Path, sig: signal.Signals) -> None:
     mnt = tmp_path / "mnt"
     with mokkafs_mount(mnt, ["--profile", "t4"]) as mount:
@@ -278,6 +281,7 @@ def test_a_stop_signal_unmounts(tmp_path: Path, sig: signal.Signals) -> None:
         assert mount.process.returncode == 0
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_signals_from_the_moment_the_mount_exists(tmp_path: Path) -> None:
     """A SIGHUP and a SIGTERM sent as soon as the mount appears (before the daemon announces
     it): neither may kill it with the mount left dead behind, and the stop may not wait on a
@@ -303,6 +307,7 @@ def test_signals_from_the_moment_the_mount_exists(tmp_path: Path) -> None:
         assert "received SIGTERM" in log.read_text()
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_stale_mount_is_cleaned_up_at_start(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     with mokkafs_mount(mnt, ["--profile", "t4"]) as first:
@@ -318,6 +323,7 @@ def test_stale_mount_is_cleaned_up_at_start(tmp_path: Path) -> None:
         first.process.returncode = 0  # killed on purpose; the fixture checks the second
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_a_metrics_address_in_use_is_exit_5_with_a_reason(tmp_path: Path) -> None:
     """Refused inside the daemon's nurseries: still its own status, no traceback."""
     with socket.socket() as taken:
@@ -333,6 +339,7 @@ def test_a_metrics_address_in_use_is_exit_5_with_a_reason(tmp_path: Path) -> Non
     assert not os.path.ismount(tmp_path / "mnt")
 
 
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_missing_and_busy_mountpoints_are_clear_errors(tmp_path: Path) -> None:
     def run(mnt: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "mokkafs", "mount", "--profile", "t4",

@@ -37,7 +37,11 @@ ONCE = (
     # a daemon's refusals and its own files, and the patch shown with both builds
     "tests/fuse/test_fault_bounds.py", "tests/fuse/test_nonempty_mountpoint.py",
     "tests/fuse/test_profile_places.py", "tests/fuse/test_host_dev.py",
-    "tests/fuse/test_pyfuse3_patch.py",
+    "tests/fuse/test_pyfuse3_patch.py", "tests/fuse/test_owned.py",
+    "tests/fuse/test_made_mountpoint.py",
+    # what a daemon restores at its start (a fresh mount's content), and where it compiles
+    # (the view it then serves swaps as tests/fuse/test_swap.py proves in both)
+    "tests/fuse/test_fault_state.py", "tests/fuse/test_compile_child.py",
     # what names its cache modes itself (each parameter runs in pass 1)
     "tests/fuse/test_writes_stress.py",
     # NVML's topology from the PCIe tree: static content, as the topology consumers read it
@@ -46,6 +50,7 @@ ONCE = (
     # consumers read it (the values, the monitors' one-shot screens), which both modes serve
     # alike (tests/fuse proves it): what swaps or changes at run time runs in both passes
     "tests/nvml/test_nvml_leak.py", "tests/nvml/test_exports.py", "tests/nvml/test_nvml_c.py",
+    "tests/nvml/test_nvml_mig_c.py",  # (MIG changes through NVML: test_pynvml_mig, in both)
     "tests/nvml/test_monitors.py", "tests/nvml/test_nvtop.py",
     "tests/nvml/test_pynvml_values.py",
     # a capture's walk: a read of every file, which both modes serve alike
