@@ -1,19 +1,26 @@
 """mokkafs's NVML in a container given the CDI spec, as NVIDIA's container toolkit gives the
 driver's: the library bound where the toolkit binds it, found by its soname through the linker
 cache the ldcache hook wrote (no LD_LIBRARY_PATH, no MOKKAFS_ROOT); nvidia-ml-py, gpustat and
-``nvitop -1`` there see the view's GPUs, and NVML's own place (docs/nvml.md)."""
+``nvitop -1`` there see the view's GPUs, and NVML's own place (docs/nvml.md). On h100-mig,
+b200 and gb200, nvidia-ml-py sees there every GPU, MIG device and fabric as on the node."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from mokkafs.delivery.cdi import UPSTREAM_SCHEMA, validate
-from tests.helpers.containers import IMAGE, IMAGE_TOOLS, RUN, Node, podman
-from tests.helpers.nvml import nvml_bus_id, place_values, view_gpus
+from tests.helpers.containers import IMAGE, IMAGE_TOOLS, RUN, Node, podman, start_node
+from tests.helpers.mounts import REPO, SHIPPED_PROFILES
+from tests.helpers.nvml import nvml_bus_id, nvml_env, place_values, view_gpus
 from tests.helpers.profiles import state_of
 
 pytestmark = pytest.mark.consumers
@@ -94,3 +101,80 @@ def test_nvml_consumers_in_a_container_given_the_spec(h100_node: Node) -> None:
     assert len(rows) == 8, out["nvitop"]
     for row, g in zip(rows, gpus, strict=True):
         assert nvml_bus_id(g.bdf) in row, out["nvitop"]
+
+
+# What the device plugin, GFD and the DRA driver ask of each GPU beyond its identity: its MIG
+# mode and MIG devices (each with its GPU- and compute-instance IDs and memory), and its
+# fabric's cluster UUID, clique and state (GB200). A call a board does not support answers
+# its NVML error, noted as such.
+DEVICES = """
+import ctypes, json, pynvml as n
+n.nvmlInit()
+def ask(f, *a):
+    try:
+        return f(*a)
+    except n.NVMLError as e:
+        return "error %d" % e.value
+def mig(h):
+    out = []
+    for i in range(n.nvmlDeviceGetMaxMigDeviceCount(h)):
+        m = ask(n.nvmlDeviceGetMigDeviceHandleByIndex, h, i)
+        if isinstance(m, str):
+            continue
+        out.append([n.nvmlDeviceGetUUID(m), n.nvmlDeviceGetGpuInstanceId(m),
+                    n.nvmlDeviceGetComputeInstanceId(m), n.nvmlDeviceGetMemoryInfo(m).total])
+    return out
+def fabric(h):
+    f = n.c_nvmlGpuFabricInfo_t()
+    err = ask(n.nvmlDeviceGetGpuFabricInfo, h, ctypes.byref(f))
+    return err if isinstance(err, str) else [bytes(f.clusterUuid).hex(), f.cliqueId, f.state]
+def gpu(h):
+    return {"uuid": n.nvmlDeviceGetUUID(h), "bus_id": n.nvmlDeviceGetPciInfo(h).busId,
+            "mig_mode": ask(n.nvmlDeviceGetMigMode, h), "mig": mig(h), "fabric": fabric(h)}
+print(json.dumps([gpu(n.nvmlDeviceGetHandleByIndex(i)) for i in range(n.nvmlDeviceGetCount())]))
+"""
+
+
+@pytest.fixture(params=["h100-mig", "b200", "gb200"])
+def named_node(request: pytest.FixtureRequest, tmp_path: Path, hosttools_image: str,
+               ) -> Iterator[tuple[str, Node]]:
+    profile = tmp_path / "config" / "node.yaml"
+    profile.parent.mkdir()
+    profile.write_text((SHIPPED_PROFILES / f"{request.param}.yaml").read_text())
+    for node in start_node(tmp_path, profile):
+        yield request.param, node
+
+
+def test_a_container_given_the_spec_sees_what_the_node_sees(named_node: tuple[str, Node],
+                                                           ) -> None:
+    """nvidia-ml-py in a container given the spec answers every GPU's identity, MIG devices and
+    fabric as it answers on the node in the environment ``mokkafs nvml-env`` prints (the same
+    library reading the same view, through the spec's binds), and as the view lists them."""
+    name, node = named_node
+    on_node = subprocess.run([sys.executable, "-c", DEVICES], capture_output=True, text=True,
+                             timeout=120, cwd=REPO,
+                             env={**os.environ, **nvml_env(node.mount.path)})
+    assert on_node.returncode == 0, on_node.stderr
+    result = podman("run", "--rm", *RUN, "--device", node.device("all"), *IMAGE_TOOLS,
+                    "-v", f"{SITE}:/opt/site:ro", "-e", "PYTHONPATH=/opt/site",
+                    "-e", f"DEVICES={DEVICES}",
+                    "-e", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", IMAGE,
+                    "sh", "-c", 'python3 -c "$DEVICES"')
+    seen = json.loads(result.stdout)
+    assert seen == json.loads(on_node.stdout)
+    gpus = view_gpus(node.mount.path)
+    assert [(g["uuid"], g["bus_id"]) for g in seen] == [
+        (g.uuid, nvml_bus_id(g.bdf)) for g in gpus]
+    # MIG devices: one per compute instance the capability files list
+    caps = node.mount.path / "proc/driver/nvidia/capabilities"
+    instances = sorted(caps.glob("gpu*/mig/gi*/ci*"))
+    assert sum(len(g["mig"]) for g in seen) == len(instances)
+    assert bool(instances) == (name == "h100-mig")
+    assert all(g["mig_mode"] == [1, 1] for g in seen if g["mig"]), seen
+    # the fabric: GB200's trays are in one (NVML_GPU_FABRIC_STATE_COMPLETED); elsewhere none
+    fabric = [g["fabric"] for g in seen]
+    if name == "gb200":
+        assert all(isinstance(f, list) and f[2] == 3 for f in fabric), fabric
+        assert len({f[0] for f in fabric}) == 1, fabric  # one cluster
+    else:
+        assert all(isinstance(f, str) and f.startswith("error") for f in fabric), fabric
