@@ -152,6 +152,16 @@ typedef struct {
     unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+/* A process's utilization over the last sample period (timeStamp: CPU time, microseconds) */
+typedef struct {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 NVML_API const char *nvmlErrorString(nvmlReturn_t result);
 NVML_API nvmlReturn_t nvmlInit(void);
 NVML_API nvmlReturn_t nvmlInit_v2(void);
@@ -237,6 +247,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device,
 NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
                                                     nvmlUtilization_t *utilization);
 NVML_API nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int *speed);
+NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                      nvmlProcessUtilizationSample_t *utilization,
+                                                      unsigned int *processSamplesCount,
+                                                      unsigned long long lastSeenTimeStamp);
 NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
                                                               unsigned int *infoCount,
                                                               nvmlProcessInfo_t *infos);

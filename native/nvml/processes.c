@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "view.h"
 
@@ -115,6 +116,63 @@ RUNNING(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t, 1, 1)
 RUNNING(nvmlDeviceGetMPSComputeRunningProcesses_v3, nvmlProcessInfo_t, 0, 1)
 RUNNING(nvmlDeviceGetMPSComputeRunningProcesses_v2, nvmlProcessInfo_t, 0, 1)
 RUNNING(nvmlDeviceGetMPSComputeRunningProcesses, nvmlProcessInfo_v1_t, 1, 1)
+
+/* Part i of n of a whole, the remainder to the first parts: the parts add up to the whole */
+static unsigned int share(unsigned int whole, unsigned int n, unsigned int i)
+{
+    return whole / n + (i < whole % n ? 1 : 0);
+}
+
+/* The running processes' utilization: the GPU's (utilization_gpu and _memory of the place),
+ * shared among them, as of now. A sample per process with some utilization, as NVML gives
+ * one per process that had any in the last period; NOT_FOUND when none had any, or none since
+ * lastSeenTimeStamp (microseconds of CLOCK_REALTIME). The protocol of the running lists'
+ * (*processSamplesCount in is the room; INSUFFICIENT_SIZE with the count needed), with
+ * utilization NULL allowed to ask the count, as nvidia-ml-py asks it. */
+NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                      nvmlProcessUtilizationSample_t *utilization,
+                                                      unsigned int *processSamplesCount,
+                                                      unsigned long long lastSeenTimeStamp)
+{
+    struct process procs[MAX_PROCESSES];
+    unsigned int n = 0, busy = 0, gpu = 0, memory = 0;
+    struct timespec now;
+    nvmlReturn_t ret = handle_check(device);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (!processSamplesCount)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ret = processes_of(device, procs, &n);
+    if (ret == NVML_SUCCESS && n > 0)
+        ret = gpu_uint_out(device, "utilization_gpu", &gpu);
+    if (ret == NVML_SUCCESS && n > 0)
+        ret = gpu_uint_out(device, "utilization_memory", &memory);
+    if (ret == NVML_ERROR_NOT_SUPPORTED) /* no place: no process known */
+        n = 0;
+    else if (ret != NVML_SUCCESS)
+        return ret;
+    clock_gettime(CLOCK_REALTIME, &now);
+    unsigned long long stamp = (unsigned long long)now.tv_sec * 1000000ull
+                               + (unsigned long long)now.tv_nsec / 1000ull;
+    for (unsigned int i = 0; i < n; i++)
+        busy += share(gpu, n, i) || share(memory, n, i);
+    if (busy == 0 || lastSeenTimeStamp >= stamp)
+        return NVML_ERROR_NOT_FOUND;
+    if (!utilization || *processSamplesCount < busy) {
+        *processSamplesCount = busy;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    unsigned int out = 0;
+    for (unsigned int i = 0; i < n; i++) {
+        unsigned int sm = share(gpu, n, i), mem = share(memory, n, i);
+        if (!sm && !mem)
+            continue;
+        utilization[out++] = (nvmlProcessUtilizationSample_t){
+            .pid = procs[i].pid, .timeStamp = stamp, .smUtil = sm, .memUtil = mem};
+    }
+    *processSamplesCount = out;
+    return NVML_SUCCESS;
+}
 
 /* A process's name: the real library reads /proc/<pid>; a simulated process has none there,
  * so the name is the one the place gives the pid on any GPU of the view. NOT_FOUND for a

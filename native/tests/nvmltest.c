@@ -148,6 +148,34 @@ static void processes(unsigned int i, nvmlDevice_t h)
     same("no graphics process", m == 0);
     m = 0;
     expect("MPS", nvmlDeviceGetMPSComputeRunningProcesses_v3(h, &m, NULL), NVML_SUCCESS);
+    /* their utilization: one "samples" line (pid:sm:memory each), and the protocol */
+    nvmlProcessUtilizationSample_t samples[8];
+    unsigned int s = 0;
+    nvmlReturn_t r = nvmlDeviceGetProcessUtilization(h, NULL, &s, 0);
+    printf("samples\t%u", i);
+    if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+        same("a sample per process at most", s > 0 && s <= count);
+        m = s;
+        expect("samples", nvmlDeviceGetProcessUtilization(h, samples, &m, 0), NVML_SUCCESS);
+        same("samples: as many as asked", m == s);
+        for (unsigned int p = 0; p < m; p++) {
+            same("sampled now", samples[p].timeStamp > 0 && samples[p].encUtil == 0
+                                    && samples[p].decUtil == 0);
+            printf("%s%u:%u:%u", p ? "," : "\t", samples[p].pid, samples[p].smUtil,
+                   samples[p].memUtil);
+        }
+        expect("no sample since", nvmlDeviceGetProcessUtilization(h, samples, &m, ~0ull),
+               NVML_ERROR_NOT_FOUND);
+        m = s - 1;
+        expect("short samples", nvmlDeviceGetProcessUtilization(h, samples, &m, 0),
+               NVML_ERROR_INSUFFICIENT_SIZE);
+        same("short samples: the count", m == s);
+    } else {
+        expect("no process with utilization", r, NVML_ERROR_NOT_FOUND);
+    }
+    printf("\n");
+    expect("NULL sample count", nvmlDeviceGetProcessUtilization(h, samples, NULL, 0),
+           NVML_ERROR_INVALID_ARGUMENT);
     expect("NULL name", nvmlSystemGetProcessName(1, NULL, 8), NVML_ERROR_INVALID_ARGUMENT);
     expect("no room for a name", nvmlSystemGetProcessName(1, name, 0),
            NVML_ERROR_INVALID_ARGUMENT);
@@ -299,7 +327,8 @@ int main(void)
 {
     unsigned int count = 0;
     nvmlDevice_t first = NULL;
-    char version[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE], uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
+    char version[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE] = ""; /* printed even when a call fails */
+    char uuid[NVML_DEVICE_UUID_BUFFER_SIZE] = "";
     int cuda = 0;
     expect("count before init", nvmlDeviceGetCount_v2(&count), NVML_ERROR_UNINITIALIZED);
     expect("shutdown before init", nvmlShutdown(), NVML_ERROR_UNINITIALIZED);

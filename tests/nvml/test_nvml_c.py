@@ -90,6 +90,7 @@ def test_the_api_from_c_under_sanitizers(nvmltest: Path, mount_h100: Mount) -> N
     check_values([line for line in lines if line[0] == "values"], mount_h100.path, energy)
     assert [line[1:] for line in lines if line[0] == "procs"] == [[str(i), "0"]
                                                                   for i in range(8)]
+    assert [line[1:] for line in lines if line[0] == "samples"] == [[str(i)] for i in range(8)]
 
 
 def test_a_profiles_processes_from_c(nvmltest: Path, tmp_path: Path) -> None:
@@ -97,7 +98,7 @@ def test_a_profiles_processes_from_c(nvmltest: Path, tmp_path: Path) -> None:
     profile.write_text((SHIPPED_PROFILES / "h100.yaml").read_text().replace(
         "device_defaults:\n", "device_defaults:\n  processes: [{pid: 1234, name: /usr/bin/"
         "python3, used_memory_mib: 1024}, {pid: 77, name: trainer, used_memory_mib: 512}]\n",
-        1))
+        1).replace("utilization: {gpu: 0, memory: 0}", "utilization: {gpu: 7, memory: 1}", 1))
     view = tmp_path / "view"
     subprocess.run([sys.executable, "-m", "mokkafs", "render", "--profile", str(profile),
                     str(view)], check=True, capture_output=True, timeout=120)
@@ -107,6 +108,11 @@ def test_a_profiles_processes_from_c(nvmltest: Path, tmp_path: Path) -> None:
     procs = [line.split("\t")[2:] for line in result.stdout.splitlines()
              if line.startswith("procs\t")]
     assert procs == [["2", f"1234:{1 << 30}:/usr/bin/python3,77:{512 << 20}:trainer"]] * 8
+    # the GPU's utilization shared among them, the remainder to the first; none for a process
+    # whose share is nothing
+    samples = [line.split("\t")[2:] for line in result.stdout.splitlines()
+               if line.startswith("samples\t")]
+    assert samples == [["1234:4:1,77:3:0"]] * 8
 
 
 def test_no_view_is_driver_not_loaded(nvmltest: Path, tmp_path: Path) -> None:

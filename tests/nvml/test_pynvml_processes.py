@@ -2,7 +2,8 @@
 mokkafs's NVML: a profile's processes answer nvmlDeviceGetComputeRunningProcesses with their
 pid and memory, and nvmlSystemGetProcessName with their name, and gpustat lists those its
 /proc has; a gpu-busy fault applied over the control socket makes a process appear, memory
-used and the utilization following, and go when cleared. Polled, never slept."""
+used and the utilization following (nvmlDeviceGetProcessUtilization's sample its own), and go
+when cleared. Polled, never slept."""
 
 from __future__ import annotations
 
@@ -27,13 +28,18 @@ for line in iter(sys.stdin.readline, ""):
     procs = n.nvmlDeviceGetComputeRunningProcesses(h)
     memory = n.nvmlDeviceGetMemoryInfo(h, version=n.nvmlMemory_v2)
     u = n.nvmlDeviceGetUtilizationRates(h)
+    try:
+        samples = [[s.pid, s.smUtil, s.memUtil, s.encUtil, s.decUtil]
+                   for s in n.nvmlDeviceGetProcessUtilization(h, 0)]
+    except n.NVMLError_NotFound:
+        samples = "not found"
     print(json.dumps({
         "procs": [[p.pid, p.usedGpuMemory, n.nvmlSystemGetProcessName(p.pid)]
                   for p in procs],
         "graphics": len(n.nvmlDeviceGetGraphicsRunningProcesses(h)),
         "used": memory.used, "reserved": memory.reserved, "free": memory.free,
         "total": memory.total, "util": [u.gpu, u.memory],
-        "reasons": n.nvmlDeviceGetCurrentClocksEventReasons(h),
+        "reasons": n.nvmlDeviceGetCurrentClocksEventReasons(h), "samples": samples,
     }), flush=True)
 """
 
@@ -71,6 +77,7 @@ def test_a_busy_gpu_runs_a_process_until_cleared(tmp_path: Path) -> None:
             idle = process.ask("2")
             assert idle["procs"] == [] and idle["used"] == 0 and idle["util"] == [0, 0]
             assert idle["reasons"] & IDLE
+            assert idle["samples"] == "not found"  # no process had any utilization
             faults = tmp_path / "busy.yaml"
             faults.write_text("faults:\n  - {name: busy, kind: gpu-busy, target: gpu2, "
                               "pid: 4242, process: python3, memory_mib: 30720, "
@@ -80,6 +87,7 @@ def test_a_busy_gpu_runs_a_process_until_cleared(tmp_path: Path) -> None:
             assert busy["procs"] == [[4242, 30720 * MIB, "python3"]]
             assert busy["used"] == 30720 * MIB and busy["reserved"] == idle["reserved"]
             assert busy["util"] == [98, 45] and busy["reasons"] & IDLE == 0
+            assert busy["samples"] == [[4242, 98, 45, 0, 0]]  # the GPU's, its one process's
             assert process.ask("1")["procs"] == []  # the others
             assert node_.fault("clear", "busy").returncode == 0
             gone = process.ask_until("2", lambda g: not g["procs"], "the process gone")
