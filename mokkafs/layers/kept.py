@@ -52,6 +52,9 @@ class KeptCompute(Closed):
     id: int = Field(ge=0, lt=MAX_CIS)
     profile: Name
     slices: Slices
+    # its placement's start in the GI's slices; absent in a file of a daemon from before
+    # compute placements (its compute instances lay one after another in ID order)
+    start: int | None = Field(default=None, ge=0, lt=SLICES)
 
 
 class KeptInstance(Closed):  # bounded as the hardware is (mokkafs.model.mig_tables)

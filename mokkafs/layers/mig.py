@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from mokkafs.layers.layer import Edit, Layer, Op, Served, Written
 from mokkafs.layers.mig_mode import Layouts, capable, mode_of, recheck_modes, set_mode
 from mokkafs.model.mig import ComputeInstance, GpuInstance, MigGpu
+from mokkafs.model.mig_tables import ci_placements
 from mokkafs.state import State
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
     from pydantic import BaseModel
 
-    from mokkafs.layers.kept import KeptInstance
+    from mokkafs.layers.kept import KeptCompute, KeptInstance
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +93,27 @@ def listing(profile: State, served: State) -> list[dict[str, Any]]:
 def _instance(gi: GpuInstance) -> dict[str, object]:
     return {"id": gi.id, "profile": gi.profile, "profile_id": gi.profile_id,
             "start": gi.start, "size": gi.size, "slices": gi.slices,
-            "compute": [{"id": c.id, "profile": c.profile, "slices": c.slices}
-                        for c in gi.compute]}
+            "compute": [{"id": c.id, "profile": c.profile, "slices": c.slices,
+                         "start": c.start} for c in gi.compute]}
 
 
 def _instances(kept: list[KeptInstance]) -> tuple[GpuInstance, ...]:
     return tuple(GpuInstance(k.id, k.profile, k.profile_id, k.start, k.size, k.slices,
-                             tuple(ComputeInstance(c.id, c.profile, c.slices)
-                                   for c in k.compute)) for k in kept)
+                             _compute(k.compute, k.slices)) for k in kept)
+
+
+def _compute(kept: list[KeptCompute], gi_slices: int) -> tuple[ComputeInstance, ...]:
+    """Kept compute instances, at the starts the file gives. A file from before compute
+    placements has none: they are placed as the daemon places new ones (where none fits, one
+    after another, which the restore's check then refuses)."""
+    starts: list[int] | None = [c.start for c in kept if c.start is not None]
+    if len(starts or []) < len(kept):
+        starts = ci_placements([(c.slices, c.start) for c in kept], gi_slices)
+    if starts is None:
+        starts = [sum(c.slices for c in kept[:i]) if c.start is None else c.start
+                  for i, c in enumerate(kept)]
+    return tuple(ComputeInstance(c.id, c.profile, c.slices, start)
+                 for c, start in zip(kept, starts, strict=True))
 
 
 class MigLayer(Layer[MigBook]):

@@ -3,8 +3,9 @@ real node's: what the control socket's ``{"op": "mig", ...}`` requests make of a
 (``change``), each a new entry of the MIG book (``mokkafs.layers.mig``).
 
 Each change makes a whole new layout of one GPU, checked like a profile's (placements, slices,
-IDs: ``mokkafs.profile.mig``; a ``cgi``'s ``starts``, one per profile, ask for placements as
-``nvidia-smi mig -cgi PROFILE:START`` does, null the driver's choice), and is served as one
+IDs: ``mokkafs.profile.mig``; a ``cgi``'s or ``cci``'s ``starts``, one per profile, ask for
+placements as ``nvidia-smi mig -cgi PROFILE:START`` and NVML's ``...WithPlacement`` do, null
+the driver's choice), and is served as one
 new State: no view holds a compute instance whose GPU instance is gone. ``recheck`` checks a
 layout a state file kept the same way.
 
@@ -27,7 +28,7 @@ from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.state import State
 
 if TYPE_CHECKING:
-    from mokkafs.profile.mig import Layout
+    from mokkafs.profile.mig import Ci, Layout
 
 ACTIONS = ("list", "cgi", "dgi", "cci", "dci", "mode")
 
@@ -57,7 +58,8 @@ def recheck(profile: State, minor: int, instances: tuple[GpuInstance, ...], wher
             if ci.profile not in spans:
                 problems.add((*at, "compute", cpos, "profile"), "not a compute instance "
                              f"profile of {made.profile}")
-        layout.with_compute(made, [(ci.id, spans.get(ci.profile, 0)) for ci in gi.compute], at)
+        layout.with_compute(made, [(ci.id, spans.get(ci.profile, 0), ci.start)
+                                   for ci in gi.compute], at)
     if not problems.items and tuple(sorted(layout.made, key=lambda g: g.id)) != instances:
         problems.add(where, "its profile IDs, sizes or slices are not those of its profiles")
 
@@ -122,8 +124,9 @@ def _destroyed(made: list[GpuInstance], gpu: int, action: str, gis: list[int],
 
 
 def _starts(starts: Any, count: int) -> list[int | None]:
-    """The placement asked for each new GPU instance (``-cgi PROFILE:START``; None: the
-    driver's choice); a request without ``starts`` asks for none."""
+    """The placement asked for each new GPU or compute instance (``-cgi PROFILE:START``,
+    NVML's Create...WithPlacement; None: the driver's choice); a request without ``starts``
+    asks for none."""
     if starts is None:
         return [None] * count
     if not isinstance(starts, list) or len(starts) != count or any(
@@ -158,7 +161,7 @@ def change(gpu: MigGpu, device: int, request: Mapping[str, Any]) -> tuple[GpuIns
             key = _gi_key(layout, str(name), ("-cgi", pos))
             made = layout.gpu_instance(key, starts[pos], None, ("-cgi", pos)) if key else None
             if made is not None and request.get("C"):
-                layout.with_compute(made, [(None, made.slices)], ("-C",))
+                layout.with_compute(made, [(None, made.slices, None)], ("-C",))
     elif action == "dgi":
         layout.made = [gi for gi in layout.made if gis and gi.id not in gis]
     elif action in ("cci", "dci"):
@@ -166,17 +169,19 @@ def change(gpu: MigGpu, device: int, request: Mapping[str, Any]) -> tuple[GpuIns
             problems.add(("-gi",), f"-{action} needs one GPU instance: -gi ID")
             problems.check()
         gi = next(gi for gi in layout.made if gi.id == gis[0])
-        keep: list[tuple[int | None, int]] = [(c.id, c.slices) for c in gi.compute]
+        keep: list[Ci] = [(c.id, c.slices, c.start) for c in gi.compute]
         if action == "dci":
             cis = [int(c) for c in request.get("ci") or []]
-            keep = [(i, s) for i, s in keep if cis and i not in cis]
+            keep = [c for c in keep if cis and c[0] not in cis]
         else:
-            for pos, name in enumerate(request.get("profiles") or [gi.profile]):
+            profiles = request.get("profiles") or [gi.profile]
+            starts = _starts(request.get("starts"), len(profiles))
+            for pos, name in enumerate(profiles):
                 text = str(name)
                 slices = layout.ci_slices(gi, None if text.isdigit() else text,
                                           int(text) if text.isdigit() else None,
                                           ("-cci", pos))
-                keep += [(None, slices)] if slices is not None else []
+                keep += [(None, slices, starts[pos])] if slices is not None else []
         cleared = replace(gi, compute=())
         layout.made[layout.made.index(gi)] = cleared
         layout.with_compute(cleared, keep, (f"-{action}",))

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 @dataclass(frozen=True, slots=True)
 class ComputeInstance:
     """One compute instance (one MIG device): its ID in its GPU instance, its CI profile name
-    (``1c.3g.40gb``; the GI's own name when it spans the GI) and its compute slices."""
+    (``1c.3g.40gb``; the GI's own name when it spans the GI), its compute slices, and its
+    placement's start among the GI's slices (``mig_tables.ci_starts``)."""
 
     id: int
     profile: str
     slices: int
+    start: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,38 @@ CI_SLICES = (1, 2, 3, 4, 7)  # COMPUTE_INSTANCE_PROFILE_{1,2,3,4,7}_SLICE
 CI_NVML = {0: 1, 1: 2, 2: 3, 3: 4, 4: 7}  # the NVML enum's slices
 
 
+def ci_starts(slices: int, gi_slices: int) -> tuple[int, ...]:
+    """Where a compute instance of ``slices`` may start in a GPU instance of ``gi_slices``:
+    at a multiple of its size rounded up to a power of two, within the GI, as the GI
+    placements are laid on memory (``SHAPES``; `nvidia-smi mig -lcipp` on a 7-slice GI:
+    ``{0,1,2,3,4,5,6}:1``, ``{0,2,4}:2``, ``{0,4}:3``, ``{0}:4``, ``{0}:7``)."""
+    align = 1 << (slices - 1).bit_length()
+    return tuple(range(0, gi_slices - slices + 1, align))
+
+
+def ci_placements(wanted: list[tuple[int, int | None]], gi_slices: int) -> list[int] | None:
+    """A start for each compute instance (slices, start) of ``wanted`` in a GPU instance of
+    ``gi_slices``, on slices no other holds: a given start kept, each other the highest of
+    ``ci_starts`` that lets the rest fit too (the driver places a GPU instance so too: its
+    highest free start); None when none fits."""
+    order = sorted(range(len(wanted)), key=lambda i: wanted[i][1] is None)  # given first
+    out = [0] * len(wanted)
+
+    def place(k: int, taken: frozenset[int]) -> bool:
+        if k == len(order):
+            return True
+        i = order[k]
+        slices, given = wanted[i]
+        for start in (given,) if given is not None else ci_starts(slices, gi_slices)[::-1]:
+            held = frozenset(range(start, start + slices))
+            if not held & taken and place(k + 1, taken | held):
+                out[i] = start
+                return True
+        return False
+
+    return out if place(0, frozenset()) else None
+
+
 @dataclass(frozen=True)
 class Units:
     """What a GI profile holds beyond its slices: streaming multiprocessors, copy engines,

@@ -15,7 +15,9 @@ allows, as the driver does on a fresh GPU (one ``1g`` gets GI 13, placement 6; t
 GI 2 at 4 then GI 1 at 0: the MIG user guide's ``nvidia-smi mig -cgi 9,3g.20gb -C``). IDs: a
 GPU instance without one gets the ID the driver gives its placement, the memory slice tree's
 numbering (whole GPU 0; halves 1-2; quarters 3-6; eighths 7-14: open-gpu-kernel-modules'
-swizzle IDs); a compute instance gets the lowest free ID of its GPU instance. nvml-mock numbers
+swizzle IDs); a compute instance gets the lowest free ID of its GPU instance, and without
+``placement_start`` the highest free start in its GI that lets the others fit
+(``mig_tables.ci_placements``). nvml-mock numbers
 declared instances by a counter instead, so a profile whose NVML side must agree writes
 ``instances:`` with IDs, which both honour.
 """
@@ -40,6 +42,8 @@ from mokkafs.model.mig_tables import (
     TABLES,
     UNITS,
     Shape,
+    ci_placements,
+    ci_starts,
 )
 from mokkafs.profile.problems import Problems, YamlPath
 from mokkafs.profile.values import ClosedSection, OpenSection, Text
@@ -63,6 +67,7 @@ class CiRecord(ClosedSection):
     id: int = Field(ge=0, lt=MAX_CIS)
     profile: Text | None = None
     profile_id: int | None = Field(default=None, ge=0, le=7)
+    placement_start: int | None = Field(default=None, ge=0, lt=SLICES)  # in compute slices
 
 
 class GiRecord(ClosedSection):
@@ -98,6 +103,9 @@ def enabled(mig: Mig | None) -> bool:
 def gi_id(size: int, start: int) -> int:
     """The ID the driver gives a GPU instance at this placement (its swizzle ID)."""
     return {8: 0, 4: 1, 2: 3, 1: 7}[size] + start // size
+
+
+Ci = tuple[int | None, int, int | None]  # a compute instance asked for: ID, slices, start
 
 
 class Layout:
@@ -179,22 +187,35 @@ class Layout:
             return None
         return slices
 
-    def with_compute(self, gi: GpuInstance, cis: list[tuple[int | None, int]],
-                     where: YamlPath) -> None:
-        if sum(s for _, s in cis) > gi.slices:
-            self.problems.add((*where, "compute_instances"), f"the compute instances need "
-                              f"{sum(s for _, s in cis)} slices; {gi.profile} has {gi.slices}")
+    def with_compute(self, gi: GpuInstance, cis: list[Ci], where: YamlPath) -> None:
+        """Give ``gi`` the compute instances ``cis`` (ID, slices, placement start; None: the
+        lowest free ID, a free placement)."""
+        at = (*where, "compute_instances")
+        if sum(s for _, s, _ in cis) > gi.slices:
+            self.problems.add(at, f"the compute instances need {sum(s for _, s, _ in cis)} "
+                              f"slices; {gi.profile} has {gi.slices}")
+            return
+        for _, slices, start in cis:
+            if start is not None and start not in ci_starts(slices, gi.slices):
+                self.problems.add(at, f"a {slices}c compute instance of {gi.profile} cannot "
+                                  f"start at {start}: it starts at "
+                                  f"{', '.join(map(str, ci_starts(slices, gi.slices)))}")
+                return
+        starts = ci_placements([(s, start) for _, s, start in cis], gi.slices)
+        if starts is None:
+            self.problems.add(at, "no placement of the compute instances fits in "
+                              f"{gi.profile}: each starts at a multiple of its size (3c: of 4), "
+                              "on slices no other holds")
             return
         made: list[ComputeInstance] = []
-        for ident, slices in cis:
+        for (ident, slices, _), start in zip(cis, starts, strict=True):
             if ident is None:
                 ident = next(i for i in range(MAX_CIS) if all(c.id != i for c in made))
             if any(c.id == ident for c in made):
-                self.problems.add((*where, "compute_instances"),
-                                  f"compute instance ID {ident} is given twice")
+                self.problems.add(at, f"compute instance ID {ident} is given twice")
                 return
             name = gi.profile if slices == gi.slices else f"{slices}c.{gi.profile}"
-            made.append(ComputeInstance(ident, name, slices))
+            made.append(ComputeInstance(ident, name, slices, start))
         self.made[self.made.index(gi)] = GpuInstance(
             gi.id, gi.profile, gi.profile_id, gi.start, gi.size, gi.slices,
             tuple(sorted(made, key=lambda c: c.id)))
@@ -223,14 +244,14 @@ def layout(mig: Mig, device_id: int, bdf: str, minor: int, where: YamlPath,
             if gi is None:
                 continue
             if rec.compute_instances is None:
-                out.with_compute(gi, [(None, gi.slices)], at)
+                out.with_compute(gi, [(None, gi.slices, None)], at)
                 continue
-            cis: list[tuple[int | None, int]] = []
+            cis: list[Ci] = []
             for cpos, ci in enumerate(rec.compute_instances):
                 slices = out.ci_slices(gi, ci.profile, ci.profile_id,
                                        (*at, "compute_instances", cpos))
                 if slices is not None:
-                    cis.append((ci.id, slices))
+                    cis.append((ci.id, slices, ci.placement_start))
             out.with_compute(gi, cis, at)
     else:
         for pos, dec in enumerate(mig.gpu_instances):
@@ -244,7 +265,7 @@ def layout(mig: Mig, device_id: int, bdf: str, minor: int, where: YamlPath,
                 for cpos, dci in enumerate(dec.compute_instances or [CiDeclared()]):
                     slices = out.ci_slices(gi, dci.profile, dci.profile_id,
                                            (*at, "compute_instances", cpos))
-                    cis += [(None, slices)] * dci.count if slices is not None else []
+                    cis += [(None, slices, None)] * dci.count if slices is not None else []
                 out.with_compute(gi, cis, at)
     if mig.max_gpu_instances and len(out.made) > mig.max_gpu_instances:
         problems.add((*where, "max_gpu_instances"), f"the layout has {len(out.made)} GPU "

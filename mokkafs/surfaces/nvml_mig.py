@@ -18,9 +18,8 @@ Only a GPU with a MIG table has them (NVML answers NOT_SUPPORTED for the others)
 
 The SM and engine counts are the MIG user guide's (``HARDWARE``); a model it gives none
 for answers 0. A profile's memory is its units' share of the board's (an eighth each), as the
-names say; where the profile states no memory, the name's size. The driver's compute
-placements are not modelled: a GPU instance's compute instances take its slices in the order
-of their IDs.
+names say; where the profile states no memory, the name's size. A compute instance's start
+is its placement in its GPU instance's slices (``mig_tables.ci_starts``).
 A MIG device's UUID is a name-based UUID (RFC 4122, version 5) of its GPU's UUID and its two
 IDs: the same instance has the same UUID in every process and after a restart.
 """
@@ -84,10 +83,8 @@ def mig_values(fn: PciFunction, mig: tuple[MigGpu, ...]) -> list[tuple[str, obje
                     f"{u.sm} {u.ce} {u.dec} {u.enc} {u.jpeg} {u.ofa} {cis}"))
     for gi in gpu.instances if gpu is not None else ():
         out.append((f"mig_gi.{gi.id}", f"{gi.profile_id} {gi.start} {gi.size} {gi.slices}"))
-        start = 0
         for ci in gi.compute:
             out.append((f"mig_ci.{gi.id}.{ci.id}",
-                        f"{CI_PROFILE[ci.slices]} {ci.slices} {start} "
+                        f"{CI_PROFILE[ci.slices]} {ci.slices} {ci.start} "
                         f"{mig_uuid(fn.gpu.uuid, gi.id, ci.id)} {ci.profile}"))
-            start += ci.slices
     return out

@@ -60,6 +60,13 @@ int mig_free_start(const struct mig_gpu *g, const struct mig_profile *p);
 int mig_room(const struct mig_gpu *g, const struct mig_profile *p, unsigned int start);
 /* The slices a compute instance profile (COMPUTE_INSTANCE_PROFILE_*) spans, or 0 */
 unsigned int mig_ci_slices(unsigned int profile);
+/* May a compute instance of slices start there in a GPU instance of gi_slices: at a multiple
+ * of its size rounded up to a power of two, within the GI (mokkafs/model/mig_tables.py,
+ * ci_starts)? And is it free of gi's compute instances too? */
+int mig_ci_allowed(unsigned int slices, unsigned int gi_slices, unsigned int start);
+int mig_ci_free(const struct mig_gi *gi, unsigned int slices, unsigned int start);
+/* The highest free start of a new compute instance of slices, as the daemon places it; -1 */
+int mig_ci_free_start(const struct mig_gi *gi, unsigned int slices);
 
 /* mig_handles.c: the handles of GPU and compute instances, made at their first use and
  * never freed (NULL when the table is full); *_resolve checks a caller's handle: nvmlInit,

@@ -122,10 +122,12 @@ NVML_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
     return ask(req, NVML_ERROR_INVALID_ARGUMENT);
 }
 
-/* The new compute instance takes the lowest free ID, as the daemon gives it */
-NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
-                                                           unsigned int profileId,
-                                                           nvmlComputeInstance_t *computeInstance)
+/* A new compute instance: at placement if given (INVALID_ARGUMENT where its profile may not
+ * start, INSUFFICIENT_RESOURCES where another holds its slices), else at the highest free
+ * start; it takes the lowest free ID: as the daemon places and numbers it */
+static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+                              const nvmlComputeInstancePlacement_t *placement,
+                              nvmlComputeInstance_t *computeInstance)
 {
     nvmlDevice_t device;
     struct mig_gpu *g = NULL;
@@ -134,15 +136,19 @@ NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpu
                                        : NVML_ERROR_INVALID_ARGUMENT;
     if (ret != NVML_SUCCESS)
         return ret;
-    unsigned int slices = mig_ci_slices(profileId), used = 0, id = 0;
-    for (unsigned int i = 0; i < gi->ncis; i++)
-        used += gi->cis[i].slices;
+    unsigned int slices = mig_ci_slices(profileId), id = 0;
     while (id < MIG_CIS && mig_ci_by_id(gi, id))
         id++;
     unsigned int index = g->index, gid = gi->id;
+    int start = slices ? mig_ci_free_start(gi, slices) : -1;
     if (profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || !slices || slices > gi->slices)
         ret = NVML_ERROR_INVALID_ARGUMENT;
-    else if (used + slices > gi->slices || id >= MIG_CIS)
+    else if (placement && (placement->size != slices
+                           || !mig_ci_allowed(slices, gi->slices, placement->start)))
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    else if (placement && !mig_ci_free(gi, slices, placement->start))
+        ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
+    else if ((!placement && start < 0) || id >= MIG_CIS)
         ret = NVML_ERROR_INSUFFICIENT_RESOURCES;
     free(g);
     if (ret != NVML_SUCCESS)
@@ -150,6 +156,7 @@ NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpu
     struct mig_request req = request("cci", index);
     req.profile = (int)profileId;
     req.gi = (int)gid;
+    req.start = placement ? (int)placement->start : -1;
     ret = ask(req, NVML_ERROR_INSUFFICIENT_RESOURCES);
     if (ret != NVML_SUCCESS)
         return ret;
@@ -164,6 +171,53 @@ NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpu
     } else if (ret == NVML_SUCCESS) {
         ret = NVML_ERROR_UNKNOWN; /* changed again meanwhile */
     }
+    free(g);
+    return ret;
+}
+
+NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
+                                                           unsigned int profileId,
+                                                           nvmlComputeInstance_t *computeInstance)
+{
+    return create_ci(gpuInstance, profileId, NULL, computeInstance);
+}
+
+NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+    const nvmlComputeInstancePlacement_t *placement, nvmlComputeInstance_t *computeInstance)
+{
+    if (!placement)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return create_ci(gpuInstance, profileId, placement, computeInstance);
+}
+
+/* Every placement of a compute instance profile in the GPU instance, free or not (as the API
+ * says). With no array, *count says how many there are. */
+NVML_API nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+    nvmlComputeInstancePlacement_t *placements, unsigned int *count)
+{
+    nvmlDevice_t device;
+    struct mig_gpu *g = NULL;
+    const struct mig_gi *gi;
+    nvmlReturn_t ret = count ? gi_resolve(gpuInstance, &device, &g, &gi)
+                             : NVML_ERROR_INVALID_ARGUMENT;
+    if (ret != NVML_SUCCESS)
+        return ret;
+    unsigned int slices = mig_ci_slices(profileId), n = 0;
+    if (profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || !slices || slices > gi->slices)
+        ret = NVML_ERROR_INVALID_ARGUMENT;
+    for (unsigned int s = 0; ret == NVML_SUCCESS && s < gi->slices; s++)
+        n += (unsigned int)mig_ci_allowed(slices, gi->slices, s);
+    if (ret == NVML_SUCCESS && placements && *count < n) {
+        ret = NVML_ERROR_INSUFFICIENT_SIZE;
+    } else if (ret == NVML_SUCCESS && placements) {
+        for (unsigned int s = 0, i = 0; s < gi->slices; s++)
+            if (mig_ci_allowed(slices, gi->slices, s))
+                placements[i++] = (nvmlComputeInstancePlacement_t){.start = s, .size = slices};
+    }
+    if (ret == NVML_SUCCESS || ret == NVML_ERROR_INSUFFICIENT_SIZE)
+        *count = n;
     free(g);
     return ret;
 }

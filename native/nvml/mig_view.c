@@ -233,6 +233,30 @@ int mig_free_start(const struct mig_gpu *g, const struct mig_profile *p)
     return -1;
 }
 
+int mig_ci_allowed(unsigned int slices, unsigned int gi_slices, unsigned int start)
+{
+    unsigned int align = 1;
+    while (align < slices)
+        align <<= 1;
+    return slices > 0 && start % align == 0 && start + slices <= gi_slices;
+}
+
+int mig_ci_free(const struct mig_gi *gi, unsigned int slices, unsigned int start)
+{
+    for (unsigned int i = 0; i < gi->ncis; i++)
+        if (start < gi->cis[i].start + gi->cis[i].slices && gi->cis[i].start < start + slices)
+            return 0;
+    return mig_ci_allowed(slices, gi->slices, start);
+}
+
+int mig_ci_free_start(const struct mig_gi *gi, unsigned int slices)
+{
+    for (int s = (int)gi->slices - 1; s >= 0; s--)
+        if (mig_ci_free(gi, slices, (unsigned int)s))
+            return s;
+    return -1;
+}
+
 unsigned int mig_ci_slices(unsigned int profile)
 {
     /* COMPUTE_INSTANCE_PROFILE_{1,2,3,4,7}_SLICE */

@@ -222,6 +222,12 @@ NVML_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance);
 NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
                                                            unsigned int profileId,
                                                            nvmlComputeInstance_t *computeInstance);
+NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+    const nvmlComputeInstancePlacement_t *placement, nvmlComputeInstance_t *computeInstance);
+NVML_API nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId,
+    nvmlComputeInstancePlacement_t *placements, unsigned int *count);
 NVML_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance);
 
 #endif

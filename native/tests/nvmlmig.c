@@ -191,6 +191,33 @@ static void bad_input(nvmlDevice_t h3, nvmlDevice_t h4)
     expect("destroy one in use", nvmlGpuInstanceDestroy(gi), NVML_ERROR_IN_USE);
     expect("a ci with no room", nvmlGpuInstanceCreateComputeInstance(gi, 0, &ci),
            NVML_ERROR_INSUFFICIENT_RESOURCES);
+    nvmlComputeInstancePlacement_t cps[8], at = {.start = 0, .size = 1};
+    expect("a ci where another is", nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+           gi, 0, &at, &ci), NVML_ERROR_INSUFFICIENT_RESOURCES);
+    at = (nvmlComputeInstancePlacement_t){.start = 1, .size = 2};
+    expect("a ci where none may start", nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+           gi, 1, &at, &ci), NVML_ERROR_INVALID_ARGUMENT);
+    expect("a ci with no placement", nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+           gi, 0, NULL, &ci), NVML_ERROR_INVALID_ARGUMENT);
+    count = 0;
+    expect("how many ci placements", nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+           gi, 2, NULL, &count), NVML_SUCCESS);
+    same("two of 3c", count == 2);
+    count = 1;
+    expect("short ci placements", nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+           gi, 2, cps, &count), NVML_ERROR_INSUFFICIENT_SIZE);
+    same("short: the count", count == 2);
+    count = 8;
+    expect("ci placements", nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+           gi, 2, cps, &count), NVML_SUCCESS);
+    same("3c at 0 and 4", count == 2 && cps[0].start == 0 && cps[1].start == 4
+         && cps[1].size == 3);
+    expect("ci placements, no count", nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+           gi, 2, cps, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    expect("ci placements of no profile", nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+           gi, 7, cps, &count), NVML_ERROR_INVALID_ARGUMENT);
+    expect("ci placements of a forged gi", nvmlGpuInstanceGetComputeInstancePossiblePlacements(
+           forged, 0, cps, &count), NVML_ERROR_INVALID_ARGUMENT);
     nvmlReturn_t status;
     expect("mig off with instances", nvmlDeviceSetMigMode(h3, 0, &status), NVML_ERROR_IN_USE);
     expect("mig mode 2", nvmlDeviceSetMigMode(h3, 2, &status), NVML_ERROR_INVALID_ARGUMENT);

@@ -159,9 +159,9 @@ def test_mig_layouts_and_sysfs_writes_survive_a_kill(tmp_path: Path) -> None:
 
 
 def test_a_restored_layout_the_checks_refuse_is_set_aside(tmp_path: Path) -> None:
-    """No crash loop: a kept MIG layout that repeats a GPU instance ID, or names no profile
-    of the GPU, is set aside at each start (each refused file kept), and the profile's
-    layout serves."""
+    """No crash loop: a kept MIG layout that repeats a GPU instance ID, names no profile of
+    the GPU, or places a compute instance where none may start, is set aside at each start
+    (each refused file kept), and the profile's layout serves."""
     control, mnt = tmp_path / "ctl" / "sock", tmp_path / "mnt"
     args = ["--profile", "h100-mig", "--control", str(control)]
     kept = control.parent / file_name(mnt)
@@ -174,10 +174,15 @@ def test_a_restored_layout_the_checks_refuse_is_set_aside(tmp_path: Path) -> Non
     good = json.loads(kept.read_text())
     edits = {"mig[0].layout[1]: GPU instance ID 1 is already taken": ("id", 1),
              "mig[0].layout[1].profile: not a GPU instance profile of H100": ("profile",
-                                                                              "../../x")}
+                                                                              "../../x"),
+             "mig[0].layout[1].compute_instances: a 3c compute instance of 3g.40gb cannot "
+             "start at 1: it starts at 0": ("compute", None)}
     for n, (why, (field, value)) in enumerate(edits.items(), 1):
         data = json.loads(json.dumps(good))
-        data["mig"][0]["layout"][1][field] = value
+        if field == "compute":  # its one compute instance moved off the GI's start
+            data["mig"][0]["layout"][1]["compute"][0]["start"] = 1
+        else:
+            data["mig"][0]["layout"][1][field] = value
         kept.write_text(json.dumps(data))
         os.chmod(kept, 0o600)
         with mokkafs_mount(mnt, args, expect=("state file .* refused",)) as mount:

@@ -13,7 +13,9 @@ from tests.helpers.mounts import REPO
 
 # Each line read is a JSON command; each answer one JSON line (an NVML error: {"error": N}).
 # ["read"]: every GPU's MIG side; ["cgi", GPU, PROFILE_ID, [START, SIZE] or null];
-# ["dgi", GPU, GI]; ["cci", GPU, GI, CI_PROFILE]; ["dci", GPU, GI, CI]; ["setmig", GPU, MODE].
+# ["dgi", GPU, GI]; ["cci", GPU, GI, CI_PROFILE, optionally [START, SIZE]];
+# ["cipp", GPU, GI, CI_PROFILE]: its possible placements; ["dci", GPU, GI, CI];
+# ["setmig", GPU, MODE].
 # Handles are made once, at the start: a consumer that initialized before any change.
 MIG_SCRIPT = """
 import json, sys, pynvml as n
@@ -110,8 +112,19 @@ def run(cmd):
     if op == "dgi":
         return n.nvmlGpuInstanceDestroy(gi(cmd[1], cmd[2]))
     if op == "cci":
-        made = n.nvmlGpuInstanceCreateComputeInstance(gi(cmd[1], cmd[2]), cmd[3])
-        return {"ci": n.nvmlComputeInstanceGetInfo(made).id}
+        if len(cmd) > 4:
+            where = n.c_nvmlComputeInstancePlacement_t(*cmd[4])
+            made = n.nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+                gi(cmd[1], cmd[2]), cmd[3], n.byref(where))
+        else:
+            made = n.nvmlGpuInstanceCreateComputeInstance(gi(cmd[1], cmd[2]), cmd[3])
+        info = n.nvmlComputeInstanceGetInfo(made)
+        return {"ci": info.id, "placement": [info.placement.start, info.placement.size]}
+    if op == "cipp":
+        room, count = (n.c_nvmlComputeInstancePlacement_t * 8)(), n.c_uint(8)
+        n.nvmlGpuInstanceGetComputeInstancePossiblePlacements(gi(cmd[1], cmd[2]), cmd[3], room,
+                                                              n.byref(count))
+        return [[r.start, r.size] for r in room[:count.value]]
     if op == "dci":
         return n.nvmlComputeInstanceDestroy(
             n.nvmlGpuInstanceGetComputeInstanceById(gi(cmd[1], cmd[2]), cmd[3]))

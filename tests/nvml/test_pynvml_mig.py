@@ -101,8 +101,9 @@ def test_reads_agree_with_the_view_and_the_daemon(node: tuple[Mount, Path]) -> N
     gpu0 = got[0]["gis"]  # the profile's explicit layout
     assert [(g["id"], g["placement"]) for g in gpu0] == [(2, [4, 4]), (4, [2, 2]), (7, [0, 1]),
                                                           (8, [1, 1])]
-    assert gpu0[1]["cis"] == [{"id": 0, "profile": "MIG 1c.2g.20gb", "slices": 1, "start": 0},
-                              {"id": 1, "profile": "MIG 1c.2g.20gb", "slices": 1, "start": 1}]
+    # each placed as made, in order, at the highest free start (mig_tables.ci_placements)
+    assert gpu0[1]["cis"] == [{"id": 0, "profile": "MIG 1c.2g.20gb", "slices": 1, "start": 1},
+                              {"id": 1, "profile": "MIG 1c.2g.20gb", "slices": 1, "start": 0}]
     assert all(p["remaining"] == 0 for p in got[0]["profiles"].values())  # full
 
 
@@ -125,8 +126,8 @@ def test_changes_through_nvml_are_the_daemons(node: tuple[Mount, Path]) -> None:
         assert ask(changer, "cgi", 3, 99, None) == INVALID
         assert ask(changer, "cgi", 4, 19, None) == NOT_SUPPORTED  # MIG off
         assert ask(changer, "cgi", 3, 19, None) == {"gi": 10, "placement": [3, 1]}
-        assert ask(changer, "cci", 3, 2, 0) == {"ci": 0}
-        assert ask(changer, "cci", 3, 2, 1) == {"ci": 1}
+        assert ask(changer, "cci", 3, 2, 0) == {"ci": 0, "placement": [2, 1]}  # the highest
+        assert ask(changer, "cci", 3, 2, 1) == {"ci": 1, "placement": [0, 2]}
         assert ask(changer, "cci", 3, 2, 2) == NO_ROOM  # 3 slices of 3 in use
         assert ask(changer, "cci", 3, 2, 5) == INVALID
         assert ask(changer, "setmig", 3, 0) == IN_USE  # GPU instances left
@@ -135,8 +136,8 @@ def test_changes_through_nvml_are_the_daemons(node: tuple[Mount, Path]) -> None:
         assert isinstance(after, list)
         check_against_view(after, mount.path, control)
         assert after[3]["gis"][0]["cis"] == [
-            {"id": 0, "profile": "MIG 1c.3g.40gb", "slices": 1, "start": 0},
-            {"id": 1, "profile": "MIG 2c.3g.40gb", "slices": 2, "start": 1}]
+            {"id": 0, "profile": "MIG 1c.3g.40gb", "slices": 1, "start": 2},
+            {"id": 1, "profile": "MIG 2c.3g.40gb", "slices": 2, "start": 0}]
         remaining = {n: p["remaining"] for n, p in after[3]["profiles"].items()}
         assert remaining == {"MIG 1g.10gb": 3, "MIG 1g.10gb+me": 1, "MIG 1g.20gb": 1,
                              "MIG 2g.20gb": 1, "MIG 3g.40gb": 0, "MIG 4g.40gb": 0,
@@ -145,7 +146,7 @@ def test_changes_through_nvml_are_the_daemons(node: tuple[Mount, Path]) -> None:
             assert ask(changer, *cmd) == 0, cmd
         assert capability_instances(mount.path, 3) == {} and daemon_listing(control, 3) == []
         assert ask(changer, "cgi", 3, 0, None) == {"gi": 0, "placement": [0, 8]}
-        assert ask(changer, "cci", 3, 0, 4) == {"ci": 0}
+        assert ask(changer, "cci", 3, 0, 4) == {"ci": 0, "placement": [0, 7]}
         assert capability_instances(mount.path, 3) == {0: [0]}
         last = ask(reader, "read")
         assert isinstance(last, list)
@@ -186,6 +187,40 @@ def test_mig_mode_and_placements_through_nvml(node: tuple[Mount, Path]) -> None:
     finally:
         out = reader.close() + changer.close()
     assert reader.process.returncode == changer.process.returncode == 0, out
+
+
+def test_compute_instance_placements_through_nvml(node: tuple[Mount, Path]) -> None:
+    """In a 7g GPU instance: every compute placement NVML lists (`nvidia-smi mig -lcipp`'s),
+    compute instances made where asked and where the driver puts them, a placement taken or
+    not allowed refused; the daemon's layout and the capability files follow."""
+    mount, control = node
+    changer = process(mount.path, control)
+    try:
+        assert ask(changer, "setmig", 4, 1) == 0
+        assert ask(changer, "cgi", 4, 0, None) == {"gi": 0, "placement": [0, 8]}
+        assert [ask(changer, "cipp", 4, 0, p) for p in range(5)] == [
+            [[s, 1] for s in range(7)], [[0, 2], [2, 2], [4, 2]], [[0, 3], [4, 3]], [[0, 4]],
+            [[0, 7]]]
+        assert ask(changer, "cipp", 4, 0, 5) == INVALID  # no such CI profile
+        assert ask(changer, "cci", 4, 0, 2, [0, 3]) == {"ci": 0, "placement": [0, 3]}
+        assert ask(changer, "cci", 4, 0, 2, [0, 3]) == NO_ROOM  # taken
+        assert ask(changer, "cci", 4, 0, 1, [1, 2]) == INVALID  # 2c starts at 0, 2 or 4
+        assert ask(changer, "cci", 4, 0, 1, [2, 3]) == INVALID  # not a 2c's size
+        assert ask(changer, "cci", 4, 0, 0, [5, 1]) == {"ci": 1, "placement": [5, 1]}
+        # slices 3, 4 and 6 are free, but no 2c placement is
+        assert ask(changer, "cci", 4, 0, 1) == NO_ROOM
+        assert ask(changer, "cci", 4, 0, 0) == {"ci": 2, "placement": [6, 1]}  # highest free
+        assert capability_instances(mount.path, 4) == {0: [0, 1, 2]}
+        read = ask(changer, "read")
+        assert isinstance(read, list)
+        assert [(c["id"], c["start"], c["slices"]) for c in read[4]["gis"][0]["cis"]] == [
+            (0, 0, 3), (1, 5, 1), (2, 6, 1)]
+        for ci in (0, 1, 2):
+            assert ask(changer, "dci", 4, 0, ci) == 0
+        assert ask(changer, "dgi", 4, 0) == 0 and ask(changer, "setmig", 4, 0) == 0
+    finally:
+        out = changer.close()
+    assert changer.process.returncode == 0, out
 
 
 def serve(path: Path, answer: bytes | None, heard: list[bytes]) -> threading.Thread:

@@ -8,6 +8,7 @@ import re
 from dataclasses import replace
 
 from mokkafs.model.mig import ComputeInstance, GpuInstance, MigGpu
+from mokkafs.model.mig_tables import CI_SLICES, ci_placements, ci_starts
 from mokkafs.surfaces import nvml
 from mokkafs.surfaces.nvml_mig import mig_uuid, mig_values
 from mokkafs.tree.nodes import File
@@ -42,8 +43,8 @@ def test_a_gpu_in_mig_mode_has_its_instances() -> None:
                    "mig_max_devices": "7", **TABLE,
                    "mig_gi.2": "9 4 4 3", "mig_ci.2.0": f"2 3 0 {mig_uuid(uuid, 2, 0)} 3g.40gb",
                    "mig_gi.4": "14 2 2 2",
-                   "mig_ci.4.0": f"0 1 0 {mig_uuid(uuid, 4, 0)} 1c.2g.20gb",
-                   "mig_ci.4.1": f"0 1 1 {mig_uuid(uuid, 4, 1)} 1c.2g.20gb",
+                   "mig_ci.4.0": f"0 1 1 {mig_uuid(uuid, 4, 0)} 1c.2g.20gb",
+                   "mig_ci.4.1": f"0 1 0 {mig_uuid(uuid, 4, 1)} 1c.2g.20gb",
                    "mig_gi.7": "19 0 1 1", "mig_ci.7.0": f"0 1 0 {mig_uuid(uuid, 7, 0)} 1g.10gb",
                    "mig_gi.8": "19 1 1 1", "mig_ci.8.0": f"0 1 0 {mig_uuid(uuid, 8, 0)} 1g.10gb"}
 
@@ -77,10 +78,25 @@ def test_uuids_are_the_real_drivers_form_and_stable() -> None:
 def test_a_layout_change_changes_the_keys() -> None:
     state = state_of("h100-mig")
     fn = next(f for f in state.driven_gpus() if f.bdf == "0000:61:00.0")
-    gi = GpuInstance(1, "3g.40gb", 9, 0, 4, 3, (ComputeInstance(0, "1c.3g.40gb", 1),))
+    gi = GpuInstance(1, "3g.40gb", 9, 0, 4, 3, (ComputeInstance(0, "1c.3g.40gb", 1, 0),))
     changed = replace(state, mig=tuple(MigGpu(g.bdf, g.minor, (gi,)) if g.bdf == fn.bdf else g
                                        for g in state.mig))
     keys = {k: str(v) for k, v in mig_values(fn, changed.mig)}
     assert [k for k in keys if k.startswith(("mig_gi.", "mig_ci."))] == ["mig_gi.1", "mig_ci.1.0"]
     assert keys["mig_ci.1.0"].split()[:3] == ["0", "1", "0"]
     assert "mig" in nvml.SURFACE.inputs  # the place is computed again when the layout changes
+
+
+def test_compute_placements_are_nvidia_smis_and_each_fits_the_rest() -> None:
+    """`nvidia-smi mig -lcipp`'s placements on a 7-slice GPU instance; unplaced compute
+    instances each at the highest start that lets the others fit, a given start kept."""
+    assert [ci_starts(s, 7) for s in CI_SLICES] == [
+        (0, 1, 2, 3, 4, 5, 6), (0, 2, 4), (0, 4), (0,), (0,)]
+    assert [ci_starts(s, 3) for s in (1, 2, 3)] == [(0, 1, 2), (0,), (0,)]
+    assert ci_placements([(1, None), (2, None)], 3) == [2, 0]
+    assert ci_placements([(3, None), (2, None), (2, None)], 7) == [4, 2, 0]
+    assert ci_placements([(2, None), (3, 0)], 7) == [4, 0]  # the given one first
+    assert ci_placements([(2, None), (2, None), (2, None), (1, None)], 7) == [4, 2, 0, 6]
+    assert ci_placements([(3, None), (3, None), (1, None)], 7) == [4, 0, 3]
+    assert ci_placements([(4, None), (4, None)], 7) is None  # a 4c starts at 0 only
+    assert ci_placements([(2, 1)], 7) == [1]  # kept as given (the checks refuse it)

@@ -157,7 +157,7 @@ def _layers_with_mig_and_writes(book: FaultBook) -> tuple[Layers, State]:
     """``book`` with a run-time MIG layout on h100-mig's first GPU and a write to a PF."""
     profile = state_of("h100-mig")
     gpu = profile.mig[0]
-    layout = (GpuInstance(1, "7g.80gb", 0, 0, 8, 7, (ComputeInstance(0, "7g.80gb", 7),)),)
+    layout = (GpuInstance(1, "7g.80gb", 0, 0, 8, 7, (ComputeInstance(0, "7g.80gb", 7, 0),)),)
     pf = next(fn for fn in profile.functions if fn.sriov is not None)
     writes = WriteBook({(pf.bdf, "sriov_numvfs"): Write(pf.bdf, "sriov_numvfs", "4", 1e9)})
     return Layers(book, MigBook({gpu.minor: (gpu.instances, layout)}), writes), profile
@@ -196,9 +196,9 @@ def _kept_layout(edit: Callable[[list[dict[str, object]]], None]) -> tuple[str, 
     """A state file whose run-time layout (two 3g GIs, IDs 1 and 2) ``edit`` changed."""
     profile = state_of("h100-mig")
     gpu = profile.mig[0]
-    layout = (GpuInstance(1, "3g.40gb", 9, 0, 4, 3, (ComputeInstance(0, "3g.40gb", 3),)),
-              GpuInstance(2, "3g.40gb", 9, 4, 4, 3, (ComputeInstance(0, "1c.3g.40gb", 1),
-                                                     ComputeInstance(1, "2c.3g.40gb", 2))))
+    layout = (GpuInstance(1, "3g.40gb", 9, 0, 4, 3, (ComputeInstance(0, "3g.40gb", 3, 0),)),
+              GpuInstance(2, "3g.40gb", 9, 4, 4, 3, (ComputeInstance(0, "1c.3g.40gb", 1, 2),
+                                                     ComputeInstance(1, "2c.3g.40gb", 2, 0))))
     layers = Layers(FaultBook(), MigBook({gpu.minor: (gpu.instances, layout)}))
     data = json.loads(record(layers, profile, "boot-1", 10.0, 1e9))
     edit(data["mig"][0]["layout"])
