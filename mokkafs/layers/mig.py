@@ -106,12 +106,11 @@ def _compute(kept: list[KeptCompute], gi_slices: int) -> tuple[ComputeInstance, 
     """Kept compute instances, at the starts the file gives. A file from before compute
     placements has none: they are placed as the daemon places new ones (where none fits, one
     after another, which the restore's check then refuses)."""
-    starts: list[int] | None = [c.start for c in kept if c.start is not None]
-    if len(starts or []) < len(kept):
-        starts = ci_placements([(c.slices, c.start) for c in kept], gi_slices)
-    if starts is None:
-        starts = [sum(c.slices for c in kept[:i]) if c.start is None else c.start
-                  for i, c in enumerate(kept)]
+    given = [c.start for c in kept]
+    placed = ci_placements([(c.slices, c.start) for c in kept], gi_slices) \
+        if None in given else None
+    starts = placed or [sum(c.slices for c in kept[:i]) if start is None else start
+                        for i, (c, start) in enumerate(zip(kept, given, strict=True))]
     return tuple(ComputeInstance(c.id, c.profile, c.slices, start)
                  for c, start in zip(kept, starts, strict=True))
 
