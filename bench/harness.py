@@ -54,6 +54,16 @@ def proc_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+def settle(pid: int, limit: float = 30.0) -> float:
+    """Wait until the daemon ``pid`` runs its main thread alone, as at rest: the worker threads
+    the work before woke end once idle for 10 s (trio's thread cache), a one-time cost of that
+    work that an idle figure should not count. The seconds it took (``limit`` if never)."""
+    start = time.monotonic()
+    while len(os.listdir(f"/proc/{pid}/task")) > 1 and time.monotonic() < start + limit:
+        time.sleep(0.1)
+    return round(time.monotonic() - start, 1)
+
+
 def family(pid: int) -> list[int]:
     """A process and its children (a daemon's compile child and kmsg mount), each once."""
     children: list[str] = []

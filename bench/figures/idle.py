@@ -6,13 +6,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import daemon, profile_with, read_file
+from bench.harness import daemon, profile_with, read_file, settle
 
 
 def idle_and_rss(hca_counts: list[int], idle_s: int, tmp: Path) -> dict[str, Any]:
     """A daemon's RSS and inodes at each HCA count, and without the machine's CPUs and NUMA
     nodes (``--no-machine``: what they cost); at the largest, its CPU ticks and context
-    switches over ``idle_s`` seconds once a reader that kept every port hot has stopped."""
+    switches over ``idle_s`` seconds once a reader that kept every port hot has stopped and
+    the threads its reads woke have ended (``harness.settle``)."""
     out: dict[str, Any] = {"rss_kib": {}, "inodes": {}, "rss_kib_no_machine": {},
                            "inodes_no_machine": {}}
     for hcas in hca_counts:
@@ -33,12 +34,13 @@ def idle_and_rss(hca_counts: list[int], idle_s: int, tmp: Path) -> dict[str, Any
                     for c in counters:
                         read_file(c / "port_xmit_data")
                     time.sleep(0.1)
-                time.sleep(2)
+                settled = settle(d.proc.pid)  # the threads of the pushes end
                 ticks, ctx = d.cpu_ticks(), (d.status("voluntary_ctxt_switches")
                                              + d.status("nonvoluntary_ctxt_switches"))
                 time.sleep(idle_s)
                 out["idle_hcas"] = hcas
                 out["idle_seconds"] = idle_s
+                out["idle_settle_seconds"] = settled
                 out["idle_cpu_ticks"] = d.cpu_ticks() - ticks
                 out["idle_ctx_switches"] = (d.status("voluntary_ctxt_switches")
                                             + d.status("nonvoluntary_ctxt_switches") - ctx)

@@ -30,6 +30,7 @@ from bench.harness import (
     log,
     proc_ticks,
     render,
+    settle,
 )
 
 LIBRARY = REPO / "mokkafs/lib/libnvidia-ml.so.1"
@@ -156,23 +157,14 @@ def xid_waits(program: Path, d: Served, control: Path, count: int) -> dict[str, 
 def idle_wait(program: Path, d: Served, seconds: int) -> dict[str, Any]:
     """The daemon's CPU ticks (its children counted) over ``seconds`` while a consumer is
     blocked in nvmlEventSetWait_v2 and no event comes: counted once the worker threads the
-    consumer's start woke have ended (trio ends one idle for 10 s; a daemon at rest runs its
-    main thread alone): a one-time cost of the start's reads, not of the wait
-    (``settle_seconds``, 30 when it never settled)."""
+    consumer's start woke have ended (``harness.settle``: a one-time cost of the start's
+    reads, not of the wait; ``settle_seconds``)."""
     with waiter(program, d.mnt, 1, (seconds + 60) * 1000):
-        start = time.monotonic()
-        while _threads(d.proc.pid) > 1 and time.monotonic() < start + 30:
-            time.sleep(0.1)
-        settled = time.monotonic() - start
+        settled = settle(d.proc.pid)
         ticks = family_ticks(d.proc.pid)
         time.sleep(seconds)
         ticks = family_ticks(d.proc.pid) - ticks
-    return {"wait_seconds": seconds, "settle_seconds": round(settled, 1),
-            "wait_daemon_ticks": ticks}
-
-
-def _threads(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/task"))
+    return {"wait_seconds": seconds, "settle_seconds": settled, "wait_daemon_ticks": ticks}
 
 
 def gpustat_loop(d: Served, seconds: int, tmp: Path) -> dict[str, Any]:
