@@ -116,6 +116,13 @@ typedef struct {
     unsigned long long used;
 } nvmlMemory_t;
 
+/* BAR1, the aperture through which the host maps framebuffer memory (bytes) */
+typedef struct {
+    unsigned long long bar1Total;
+    unsigned long long bar1Free;
+    unsigned long long bar1Used;
+} nvmlBAR1Memory_t;
+
 /* nvmlDeviceGetMemoryInfo_v2: the reserve apart, used is what processes allocated */
 typedef struct {
     unsigned int version;
@@ -162,6 +169,8 @@ typedef struct {
     unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+NVML_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device,
+                                                  nvmlBAR1Memory_t *bar1Memory);
 NVML_API const char *nvmlErrorString(nvmlReturn_t result);
 NVML_API nvmlReturn_t nvmlInit(void);
 NVML_API nvmlReturn_t nvmlInit_v2(void);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mig.h"
 #include "view.h"
 
 /* What the PCI info structs share */
@@ -183,4 +184,52 @@ NVML_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device,
                                                     unsigned int *maxLinkWidth)
 {
     return link_width(device, "max_link_width", maxLinkWidth);
+}
+
+/* BAR1's size: the GPU's second memory region in its sysfs resource file (resource1, the
+ * framebuffer aperture; 64-bit, so BAR2 is its upper half and lists empty), as lspci shows it.
+ * NOT_SUPPORTED when the view gives the GPU none. */
+static nvmlReturn_t bar1_size(nvmlDevice_t device, unsigned long long *size)
+{
+    char text[FILE_SIZE];
+    unsigned long long start = 0, end = 0, flags = 0;
+    nvmlReturn_t ret = gpu_attr(device, "resource", text, sizeof(text));
+    if (ret != NVML_SUCCESS)
+        return ret;
+    const char *line = strchr(text, '\n');
+    if (!line || sscanf(line + 1, "%llx %llx %llx", &start, &end, &flags) != 3 || end < start)
+        return NVML_ERROR_UNKNOWN;
+    if (end == 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *size = end - start + 1;
+    return NVML_SUCCESS;
+}
+
+/* BAR1 of a GPU: its whole aperture, none of it mapped (no process maps framebuffer memory
+ * here). Of a MIG device: its GPU instance's share (its memory units of the eight), less
+ * 1 MiB, as nvidia-smi lists a MIG device's (8191 MiB for a 1g of a 64 GiB BAR1; 32767 for a
+ * 3g or 4g). */
+NVML_API nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device,
+                                                  nvmlBAR1Memory_t *bar1Memory)
+{
+    unsigned long long size = 0;
+    nvmlReturn_t ret = handle_check_any(device);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (!bar1Memory)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ret = bar1_size(device, &size);
+    if (ret == NVML_SUCCESS && device->mig) {
+        struct mig_gpu *g = NULL;
+        const struct mig_gi *gi;
+        const struct mig_ci *ci;
+        ret = mig_device_resolve(device, &g, &gi, &ci);
+        if (ret == NVML_SUCCESS)
+            size = size / 8 * gi->size - (1ULL << 20);
+        free(g);
+    }
+    if (ret != NVML_SUCCESS)
+        return ret;
+    *bar1Memory = (nvmlBAR1Memory_t){.bar1Total = size, .bar1Free = size, .bar1Used = 0};
+    return NVML_SUCCESS;
 }

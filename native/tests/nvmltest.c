@@ -13,7 +13,7 @@
 #include "expect.h"
 
 /* A function the library does not implement (a stub): any signature is safe */
-nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, void *memory);
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, void *utilization);
 
 #define THREADS 8
 #define ROUNDS 200
@@ -95,6 +95,11 @@ static void print_values(unsigned int i, nvmlDevice_t h)
            NVML_ERROR_INVALID_ARGUMENT);
     expect("NULL reasons", nvmlDeviceGetCurrentClocksEventReasons(h, NULL),
            NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL bar1", nvmlDeviceGetBAR1MemoryInfo(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
+    nvmlBAR1Memory_t bar1;
+    expect("bar1", nvmlDeviceGetBAR1MemoryInfo(h, &bar1), NVML_SUCCESS);
+    same("bar1: all of it free", bar1.bar1Total > 0 && bar1.bar1Free == bar1.bar1Total
+                                     && bar1.bar1Used == 0);
     expect("short serial", nvmlDeviceGetSerial(h, serial, 3), NVML_ERROR_INSUFFICIENT_SIZE);
     count = 2;
     expect("room for processes, no array",
@@ -231,7 +236,7 @@ static void print_gpu(unsigned int i, nvmlDevice_t h)
     expect("NULL width", nvmlDeviceGetCurrPcieLinkWidth(h, NULL), NVML_ERROR_INVALID_ARGUMENT);
     expect("zero cpu set", nvmlDeviceGetCpuAffinity(h, 0, cpus), NVML_ERROR_INVALID_ARGUMENT);
     char memory[64];
-    expect("a stub", nvmlDeviceGetBAR1MemoryInfo(h, memory), NVML_ERROR_NOT_SUPPORTED);
+    expect("a stub", nvmlDeviceGetEncoderUtilization(h, memory), NVML_ERROR_NOT_SUPPORTED);
     print_values(i, h);
     processes(i, h);
 }

@@ -2,7 +2,8 @@
 driver's: the library bound where the toolkit binds it, found by its soname through the linker
 cache the ldcache hook wrote (no LD_LIBRARY_PATH, no MOKKAFS_ROOT); nvidia-ml-py, gpustat and
 ``nvitop -1`` there see the view's GPUs, and NVML's own place (docs/nvml.md). On h100-mig,
-b200 and gb200, nvidia-ml-py sees there every GPU, MIG device and fabric as on the node."""
+b200 and gb200, nvidia-ml-py sees there every GPU, MIG device and fabric as on the node, and
+gpustat and ``nvitop -1`` every GPU."""
 
 from __future__ import annotations
 
@@ -122,15 +123,18 @@ def mig(h):
         if isinstance(m, str):
             continue
         out.append([n.nvmlDeviceGetUUID(m), n.nvmlDeviceGetGpuInstanceId(m),
-                    n.nvmlDeviceGetComputeInstanceId(m), n.nvmlDeviceGetMemoryInfo(m).total])
+                    n.nvmlDeviceGetComputeInstanceId(m), n.nvmlDeviceGetMemoryInfo(m).total,
+                    n.nvmlDeviceGetBAR1MemoryInfo(m).bar1Total])
     return out
 def fabric(h):
     f = n.c_nvmlGpuFabricInfo_t()
     err = ask(n.nvmlDeviceGetGpuFabricInfo, h, ctypes.byref(f))
     return err if isinstance(err, str) else [bytes(f.clusterUuid).hex(), f.cliqueId, f.state]
 def gpu(h):
+    b = n.nvmlDeviceGetBAR1MemoryInfo(h)
     return {"uuid": n.nvmlDeviceGetUUID(h), "bus_id": n.nvmlDeviceGetPciInfo(h).busId,
-            "mig_mode": ask(n.nvmlDeviceGetMigMode, h), "mig": mig(h), "fabric": fabric(h)}
+            "mig_mode": ask(n.nvmlDeviceGetMigMode, h), "mig": mig(h), "fabric": fabric(h),
+            "bar1": [b.bar1Total, b.bar1Free, b.bar1Used]}
 print(json.dumps([gpu(n.nvmlDeviceGetHandleByIndex(i)) for i in range(n.nvmlDeviceGetCount())]))
 """
 
@@ -147,9 +151,10 @@ def named_node(request: pytest.FixtureRequest, tmp_path: Path, hosttools_image: 
 
 def test_a_container_given_the_spec_sees_what_the_node_sees(named_node: tuple[str, Node],
                                                            ) -> None:
-    """nvidia-ml-py in a container given the spec answers every GPU's identity, MIG devices and
-    fabric as it answers on the node in the environment ``mokkafs nvml-env`` prints (the same
-    library reading the same view, through the spec's binds), and as the view lists them."""
+    """nvidia-ml-py in a container given the spec answers every GPU's identity, MIG devices,
+    fabric and BAR1 as it answers on the node in the environment ``mokkafs nvml-env`` prints
+    (the same library reading the same view, through the spec's binds), and as the view lists
+    them; gpustat and ``nvitop -1`` there list every GPU (nvitop's MIG rows need BAR1)."""
     name, node = named_node
     on_node = subprocess.run([sys.executable, "-c", DEVICES], capture_output=True, text=True,
                              timeout=120, cwd=REPO,
@@ -157,14 +162,32 @@ def test_a_container_given_the_spec_sees_what_the_node_sees(named_node: tuple[st
     assert on_node.returncode == 0, on_node.stderr
     result = podman("run", "--rm", *RUN, "--device", node.device("all"), *IMAGE_TOOLS,
                     "-v", f"{SITE}:/opt/site:ro", "-e", "PYTHONPATH=/opt/site",
-                    "-e", f"DEVICES={DEVICES}",
-                    "-e", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", IMAGE,
-                    "sh", "-c", 'python3 -c "$DEVICES"')
-    seen = json.loads(result.stdout)
+                    "-e", f"DEVICES={DEVICES}", "-e", "COLUMNS=200", "-e", "LINES=60",
+                    "-e", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", IMAGE, "sh", "-c",
+                    'echo ==pynvml; python3 -c "$DEVICES"; echo ==gpustat; '
+                    'python3 -m gpustat --json; echo ==nvitop; python3 -m nvitop -1; echo ==end',
+                    check=False)
+    out = sections(result.stdout)
+    assert "end" in out, result.stdout + result.stderr
+    seen = json.loads(out["pynvml"])
     assert seen == json.loads(on_node.stdout)
     gpus = view_gpus(node.mount.path)
     assert [(g["uuid"], g["bus_id"]) for g in seen] == [
         (g.uuid, nvml_bus_id(g.bdf)) for g in gpus]
+    # BAR1: the GPU's second region in its sysfs resource file, none of it used; a MIG
+    # device's, its memory units' share less 1 MiB (as nvidia-smi lists it)
+    for g, view in zip(seen, gpus, strict=True):
+        start, end = (int(v, 16) for v in (node.mount.path / "sys/bus/pci/devices" / view.bdf
+                                           / "resource").read_text().splitlines()[1].split()[:2])
+        assert g["bar1"] == [end - start + 1, end - start + 1, 0], g
+        shares = {(end - start + 1) // 8 * units - MIB for units in (1, 2, 4, 8)}
+        assert all(device[4] in shares for device in g["mig"]), (g["mig"], shares)
+    # gpustat and nvitop there: every GPU by the view's UUID, and by its bus ID
+    report = json.loads(out["gpustat"])
+    assert [(g["index"], g["uuid"]) for g in report["gpus"]] == [
+        (i, g.uuid) for i, g in enumerate(gpus)]
+    missing = [g.bdf for g in gpus if nvml_bus_id(g.bdf) not in out["nvitop"]]
+    assert not missing, out["nvitop"]
     # MIG devices: one per compute instance the capability files list
     caps = node.mount.path / "proc/driver/nvidia/capabilities"
     instances = sorted(caps.glob("gpu*/mig/gi*/ci*"))
