@@ -56,8 +56,12 @@ def _ours(mountpoint: Path, pid: int) -> list[MountEntry]:
 
 
 def holders(mountpoint: Path) -> list[int]:
-    """One pid per other mount namespace that holds this filesystem (a container)."""
-    return [pid for pid in _other_namespaces().values() if _ours(mountpoint, pid)]
+    """One pid per other mount namespace that holds this filesystem where the CDI spec binds
+    the shared parent (``PROPAGATED``): a container given the spec. A namespace that only
+    copied the host's mounts when it was made (a service's private namespace, a container
+    made meanwhile without the spec) holds it nowhere there, and keeps no share."""
+    return [pid for pid in _other_namespaces().values()
+            if any(m.point.startswith(PROPAGATED + "/") for m in _ours(mountpoint, pid))]
 
 
 def plan(mountpoint: Path, live_dev: str) -> dict[int, list[tuple[str, str]]]:

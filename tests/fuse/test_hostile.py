@@ -97,6 +97,31 @@ def test_a_cdi_directory_that_goes_bad_while_serving(tmp_path: Path) -> None:
 
 
 @pytest.mark.once  # the daemon's own life, not its answers
+def test_a_namespace_that_copied_the_mounts_keeps_no_share(tmp_path: Path) -> None:
+    """A mount namespace made while the daemon serves (a service's private namespace, a
+    container made without the spec) holds a copy of the view, but not where the spec binds
+    it for containers: at stop the share over the parent is undone all the same."""
+    with cdi_node(tmp_path, "a100") as (live, spec, _):
+        assert spec.exists() and mounted_below(tmp_path / "share")
+        copy = subprocess.Popen(["unshare", "--mount", "--propagation", "private",
+                                 "sleep", "300"])
+        try:
+            ns = f"/proc/{copy.pid}/ns/mnt"
+            wait_for(lambda: os.stat(ns).st_ino != os.stat("/proc/self/ns/mnt").st_ino, 20,
+                     "the copying namespace")
+            assert any(str(live.mount.path) == m.point for m in mounts_of(copy.pid))
+        except BaseException:
+            copy.kill()
+            copy.wait()
+            raise
+    try:
+        assert not mounted_below(tmp_path / "share")  # the copy is no container
+    finally:
+        copy.kill()
+        copy.wait()
+
+
+@pytest.mark.once  # the daemon's own life, not its answers
 def test_stop_during_a_build_that_never_ends(tmp_path: Path) -> None:
     """SIGTERM while the swapper builds a tree for ever: the spec is retracted, the build
     abandoned, the mount and the share over the parent undone, and the exit is clean."""
