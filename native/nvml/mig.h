@@ -60,6 +60,9 @@ int mig_free_start(const struct mig_gpu *g, const struct mig_profile *p);
 int mig_room(const struct mig_gpu *g, const struct mig_profile *p, unsigned int start);
 /* The slices a compute instance profile (COMPUTE_INSTANCE_PROFILE_*) spans, or 0 */
 unsigned int mig_ci_slices(unsigned int profile);
+/* The slices of a compute instance profile that fits in gi; 0 for one that does not, or no
+ * such profile */
+unsigned int mig_ci_slices_in(const struct mig_gi *gi, unsigned int profile);
 /* May a compute instance of slices start there in a GPU instance of gi_slices: at a multiple
  * of its size rounded up to a power of two, within the GI (mokkafs/model/mig_tables.py,
  * ci_starts)? And is it free of gi's compute instances too? */

@@ -136,12 +136,12 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
                                        : NVML_ERROR_INVALID_ARGUMENT;
     if (ret != NVML_SUCCESS)
         return ret;
-    unsigned int slices = mig_ci_slices(profileId), id = 0;
+    unsigned int slices = mig_ci_slices_in(gi, profileId), id = 0;
     while (id < MIG_CIS && mig_ci_by_id(gi, id))
         id++;
     unsigned int index = g->index, gid = gi->id;
     int start = slices ? mig_ci_free_start(gi, slices) : -1;
-    if (profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || !slices || slices > gi->slices)
+    if (!slices)
         ret = NVML_ERROR_INVALID_ARGUMENT;
     else if (placement && (placement->size != slices
                            || !mig_ci_allowed(slices, gi->slices, placement->start)))
@@ -204,8 +204,8 @@ NVML_API nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(
                              : NVML_ERROR_INVALID_ARGUMENT;
     if (ret != NVML_SUCCESS)
         return ret;
-    unsigned int slices = mig_ci_slices(profileId), n = 0;
-    if (profileId >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT || !slices || slices > gi->slices)
+    unsigned int slices = mig_ci_slices_in(gi, profileId), n = 0;
+    if (!slices)
         ret = NVML_ERROR_INVALID_ARGUMENT;
     for (unsigned int s = 0; ret == NVML_SUCCESS && s < gi->slices; s++)
         n += (unsigned int)mig_ci_allowed(slices, gi->slices, s);

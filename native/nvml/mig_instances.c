@@ -47,9 +47,9 @@ static nvmlReturn_t ci_profile_of(const struct mig_gpu *g, const struct mig_gi *
     if (profile >= NVML_COMPUTE_INSTANCE_PROFILE_COUNT
         || engine != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
         return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned int slices = mig_ci_slices(profile);
+    unsigned int slices = mig_ci_slices_in(gi, profile);
     const struct mig_profile *p = mig_profile_by_id(g, gi->profile);
-    if (!slices || slices > gi->slices)
+    if (!slices)
         return NVML_ERROR_NOT_SUPPORTED;
     if (!p)
         return NVML_ERROR_UNKNOWN;

@@ -233,6 +233,12 @@ int mig_free_start(const struct mig_gpu *g, const struct mig_profile *p)
     return -1;
 }
 
+unsigned int mig_ci_slices_in(const struct mig_gi *gi, unsigned int profile)
+{
+    unsigned int slices = mig_ci_slices(profile);
+    return slices <= gi->slices ? slices : 0;
+}
+
 int mig_ci_allowed(unsigned int slices, unsigned int gi_slices, unsigned int start)
 {
     unsigned int align = 1;
