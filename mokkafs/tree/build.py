@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import stat
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NewType
@@ -90,12 +91,23 @@ class Tree:
     """An immutable snapshot: inode -> Entry. A name is looked up in its parent's sorted
     children (no second index: at 256 HCAs one would cost 5 MiB). ``dynamic_parents`` are the
     directories holding files whose content changes with time (IB counters, ...). ``parts``
-    keeps what each surface described, so the next build can reuse what did not change."""
+    keeps what each surface described, so the next build can reuse what did not change.
+    A tree ``patch`` made keeps which tree it patched (not alive through it) and the entries
+    it replaced: all that can differ from it (``tree.diff``)."""
 
     generation: int
     entries: dict[Inode, Entry]
     dynamic_parents: frozenset[Inode] = field(compare=False)
     parts: dict[str, Part] = field(default_factory=dict, compare=False)
+    patched: tuple[weakref.ref[Tree], tuple[Inode, ...]] | None = field(default=None,
+                                                                           compare=False)
+
+    def replaced(self, since: Tree) -> tuple[Inode, ...] | None:
+        """The only entries that may differ from ``since``'s, if this tree patched it (the
+        same paths throughout); None if it did not."""
+        if self.patched is None or self.patched[0]() is not since:
+            return None
+        return self.patched[1]
 
     def lookup(self, parent: int, name: str) -> Entry | None:
         entry = self.entries.get(Inode(parent))
@@ -135,6 +147,7 @@ def patch(previous: Tree, changes: Sequence[tuple[Sequence[Node], Sequence[Node]
     surface's old and new nodes. None when a path comes or goes or changes kind, or a node
     is not the one the tree holds at its path: then the tree must be built whole."""
     entries = dict(previous.entries)
+    replaced: list[Inode] = []
     kinds_kept = True
     for old_nodes, new_nodes in changes:
         if len(old_nodes) != len(new_nodes):
@@ -152,9 +165,10 @@ def patch(previous: Tree, changes: Sequence[tuple[Sequence[Node], Sequence[Node]
                 return None
             kinds_kept &= not isinstance(a, File) or a.dynamic == b.dynamic  # type: ignore[union-attr]
             entries[ino] = Entry(ino, entry.parent, b, entry.names, entry.inodes, mtime_ns)
+            replaced.append(ino)
     # (with no file turned static or dynamic, the same directories hold dynamic files)
     dynamic = previous.dynamic_parents if kinds_kept else dynamic_parents(entries)
-    return Tree(generation, entries, dynamic, parts)
+    return Tree(generation, entries, dynamic, parts, (weakref.ref(previous), tuple(replaced)))
 
 
 def build(nodes: Iterable[Node], generation: int, mtime_ns: int,

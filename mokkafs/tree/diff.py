@@ -50,7 +50,9 @@ def diff(old: Tree, new: Tree) -> Invalidation:
     attrs: list[Inode] = []
     shrunk: list[Inode] = []
     writable: list[Inode] = []
-    for ino, entry in new.entries.items():
+    replaced = new.replaced(old)  # after a patch of ``old``, its few entries are all to look at
+    for ino in new.entries if replaced is None else replaced:
+        entry = new.entries[ino]
         before = old.entries.get(ino)
         if before is entry:  # a patched tree keeps every entry it did not change
             continue
@@ -68,7 +70,7 @@ def diff(old: Tree, new: Tree) -> Invalidation:
             data.append(ino)
     removed: tuple[tuple[Inode, str, Inode | int], ...] = ()
     added: tuple[tuple[Inode, str], ...] = ()
-    if old.entries.keys() != new.entries.keys():  # (never, after a patch)
+    if replaced is None and old.entries.keys() != new.entries.keys():  # (never, after a patch)
         removed = tuple((e.parent, e.name, 0 if isinstance(e.node, Dir) else ino)
                         for ino, e in old.entries.items()
                         if ino not in new.entries and e.parent in new.entries)

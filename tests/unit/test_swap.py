@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import threading
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -123,6 +123,29 @@ def test_unchanged_profile_changes_nothing() -> None:
     tree, _ = assembler.build(state)
     again, _ = assembler.build(replace(state, generation=Generation(2)), tree)
     assert len(diff(tree, again)) == 0
+
+
+def test_a_patched_tree_is_diffed_by_what_it_replaced_alone(tmp_path: Path) -> None:
+    """A swap that changes no path patches the tree before (``tree.build.patch``), and the
+    diff looks only at what the patch replaced: the same plan as a look at every entry. A
+    diff against any other tree than the one patched looks at every entry."""
+    h100 = (REPO / "mokkafs/profiles/h100.yaml").read_text()
+    newer = tmp_path / "h100.yaml"
+    newer.write_text(h100.replace('fw_version: "28.39.2048"', 'fw_version: "28.40.1000"'))
+    assembler = Assembler(SURFACES)
+    tree, _ = assembler.build(state_of("h100"))
+    again, _ = assembler.build(replace(state_of(newer), generation=Generation(2)), tree)
+    replaced = again.replaced(tree)
+    assert replaced is not None and 0 < len(replaced) < len(again.entries) // 10
+    plan = diff(tree, again)
+    everything = diff(tree, replace(again, patched=None))  # every entry looked at
+    for field in fields(plan):  # (in another order within a kind)
+        assert sorted(getattr(plan, field.name)) == sorted(getattr(everything, field.name))
+    fw = {e.inode for path, e in again.walk() if path.endswith("/fw_ver")}
+    assert fw and fw <= set(plan.changed_data)
+    other, _ = Assembler(SURFACES).build(state_of("h100"))
+    assert again.replaced(other) is None  # not the tree it patched: no shortcut
+    assert diff(other, again) == everything
 
 
 def test_counters_stay_monotonic_when_rates_change() -> None:
