@@ -11,19 +11,17 @@ from __future__ import annotations
 import os
 import pickle
 import resource
-import struct
 import sys
 import traceback
 from typing import TYPE_CHECKING, BinaryIO
 
 from mokkafs.errors import MokkafsError, Problem, ProfileError
+from mokkafs.frames import LENGTH, dumps
 from mokkafs.host import linux
 
 if TYPE_CHECKING:
     from mokkafs.profile.compile import PciCache
     from mokkafs.profile.options import Options
-
-LENGTH = struct.Struct("<Q")  # a frame's head: the length of the pickle after it
 
 Reply = tuple[str, object]  # ("state", State) | ("problems", (file, [Problem])) | ("bug", text)
 
@@ -72,8 +70,7 @@ def main(memory: int, parent: int) -> None:
         if frame is None:
             break
         text, filename, options = pickle.loads(frame)
-        reply = pickle.dumps(_answer(text, filename, options, memory, cache),
-                             pickle.HIGHEST_PROTOCOL)
+        reply = dumps(_answer(text, filename, options, memory, cache))
         try:
             out.write(LENGTH.pack(len(reply)) + reply)
             out.flush()

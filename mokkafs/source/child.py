@@ -38,8 +38,8 @@ from collections.abc import Callable
 
 import trio
 
-from mokkafs.compile_process import LENGTH
 from mokkafs.errors import InternalError, ProfileError
+from mokkafs.frames import LENGTH
 from mokkafs.host import linux
 from mokkafs.profile.options import Options
 from mokkafs.state import State
@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 COMPILE_SECONDS = 30.0  # the largest allowed profile compiles in well under a second
 COMPILE_BYTES = 2 << 30  # address space of the child: the largest profile peaks far below
 IDLE_SECONDS = 60.0  # a child unused this long ends; the next change starts another
+# An answer up to this size is unpickled on the loop (about a millisecond at 8 HCAs); a worker
+# thread would not spare the loop that time (it holds the same lock) and costs a hop.
+LOOP_FRAME = 128 << 10
 
 
 class CompileChild:
@@ -108,7 +111,10 @@ class CompileChild:
                 self._last = trio.current_time()
                 self._used.set()
         try:
-            kind, payload = await trio.to_thread.run_sync(pickle.loads, frame)
+            if len(frame) <= LOOP_FRAME:
+                kind, payload = pickle.loads(frame)
+            else:
+                kind, payload = await trio.to_thread.run_sync(pickle.loads, frame)
         except Exception as exc:  # its mokkafs is not this one's (an upgrade in place)
             raise InternalError(f"compiling {filename}: the compiling process's answer could "
                                 f"not be read ({type(exc).__name__}: is mokkafs being "

@@ -10,7 +10,8 @@ A module may import its own package and anything of a lower rank, never a higher
     2  surfaces, faults, host, writes   views of a State, and the State under its faults at a
                                         time or its sysfs writes; the host's side (Linux calls,
                                         sysfs)
-    3  source, fuse, obs                where States come from; the FUSE edge; health/metrics
+    3  source, compile_process, frames, where States come from (and the compiling process,
+       fuse, obs                        the frames on its pipe); the FUSE edge; health/metrics
     4  delivery                         consumers of the tree: CDI, re-attaching, preload, render
     5  layers                           the run-time layers over the profile's State (MIG
                                         layouts, faults, writes) in their one order, and what
@@ -53,7 +54,7 @@ PACKAGE = REPO / "mokkafs"
 RANKS = {"errors": 0, "state": 0, "model": 0, "clock": 0, "bin": 0, "lib": 0, "__init__": 0,
          "counters": 1, "tree": 1, "profile": 1,
          "surfaces": 2, "faults": 2, "host": 2, "writes": 2,
-         "source": 3, "compile_process": 3, "fuse": 3, "obs": 3,
+         "source": 3, "compile_process": 3, "frames": 3, "fuse": 3, "obs": 3,
          "delivery": 4, "capture": 4,
          "layers": 5,
          "serve": 6,
