@@ -172,12 +172,17 @@ def render_in_process(profile: Path, dest: Path) -> None:
 
 
 def spin_until(path: Path, text: str, seconds: float = 30.0) -> None:
-    """Re-read ``path`` in a tight loop (how soon it changes is what is timed) until it holds
-    ``text``; RuntimeError after ``seconds``, so a change that never comes fails the run."""
+    """Re-read ``path`` every 0.2 ms (how soon it changes is what is timed) until it holds
+    ``text``; RuntimeError after ``seconds``, so a change that never comes fails the run. It
+    reads as Go's ``os.ReadFile`` does (``read_file``): Python's ``open()`` would send the
+    daemon an ioctl with every read, and a reader spinning without pause would hold one of
+    two cores, both work no consumer asks of the node whose change is being timed."""
     deadline = time.monotonic() + seconds
-    while path.read_text() != text:
+    want = text.encode()
+    while read_file(path) != want:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{path} did not read {text!r} within {seconds:.0f} s")
+        time.sleep(0.0002)
 
 
 def read_file(path: Path) -> bytes:
