@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mokkafs.model.ecc import Ecc
+from mokkafs.model.mig import MigGpu
 from mokkafs.model.nvlink import Fabric, NvLinks
 
 # NVML's nvmlBrandType_t, by the names nvml-mock's ``brand`` takes
@@ -44,11 +45,25 @@ class FbMemory:
 @dataclass(frozen=True, slots=True)
 class GpuProcess:
     """A compute process running on the GPU: its pid, its name (as nvidia-smi shows it) and
-    the framebuffer it allocated (bytes). Simulated: no process of the node has to have it."""
+    the framebuffer it allocated (bytes). Simulated: no process of the node has to have it.
+    On a GPU in MIG mode, the GPU and compute instance it runs in (``instance``: their IDs),
+    for as long as the GPU's layout holds it (``running``)."""
 
     pid: int
     name: str
     used_bytes: int
+    instance: tuple[int, int] | None = None
+
+
+def running(processes: tuple[GpuProcess, ...], layout: MigGpu | None,
+            ) -> tuple[GpuProcess, ...]:
+    """The processes that run on a GPU whose MIG layout is ``layout`` now (None: not in MIG
+    mode): those in no instance, and those in an instance it holds. One whose instance was
+    destroyed at run time ended with it."""
+    if not any(p.instance for p in processes):
+        return processes
+    held = {(g.id, c.id) for g in layout.instances for c in g.compute} if layout else set()
+    return tuple(p for p in processes if p.instance is None or p.instance in held)
 
 
 MAX_PROCESSES = 8  # on one GPU: the profile's (4 at most) and the gpu-busy faults' together

@@ -4,14 +4,17 @@ a value the profile leaves out stays ``None``, except the driver's memory reserv
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from mokkafs.model.mig import MigGpu
 from mokkafs.model.nvlink import NvLinks
 from mokkafs.model.nvml import Clocks, FbMemory, GpuNvml, GpuProcess
+from mokkafs.model.pci import PciFunction
 from mokkafs.profile.nvlink import fabric
 from mokkafs.profile.problems import Problems, YamlPath
-from mokkafs.profile.schema import DeviceConfig, DeviceOverride
-from mokkafs.profile.sections.nvml import NVML_KEYS, NvmlKeys
+from mokkafs.profile.schema import DeviceConfig, DeviceOverride, Profile
+from mokkafs.profile.sections.nvml import NVML_KEYS, NvmlKeys, Process
 
 # What an idle driver keeps of the framebuffer when a profile gives the total but no
 # memory.reserved_bytes: nvml-mock's profiles state 300 MiB (T4) to 1.5 GiB (GB300).
@@ -34,12 +37,19 @@ def _enabled(mode: str | None) -> bool | None:
 
 
 def check_processes(keys: NvmlKeys, where: YamlPath, problems: Problems) -> None:
-    """A GPU's processes have pids of their own and fit in the memory it has free."""
+    """A GPU's processes have pids of their own, name both a GPU and a compute instance or
+    neither, and fit in the memory it has free."""
     pids = [p.pid for p in keys.processes]
     for i, pid in enumerate(pids):
         if pid in pids[:i]:
             problems.add((*where, "processes", i, "pid"), f"pid {pid} is listed twice on "
                          "this GPU; give each process a pid of its own")
+    for i, p in enumerate(keys.processes):
+        if (p.gpu_instance is None) != (p.compute_instance is None):
+            missing = "compute_instance" if p.compute_instance is None else "gpu_instance"
+            problems.add((*where, "processes", i, missing), "a process in a MIG instance "
+                         "names its GPU instance and its compute instance: give both (their "
+                         "IDs in the GPU's mig layout), or neither")
     used = sum(p.used_memory_mib for p in keys.processes) * MIB
     m = keys.memory
     if used and m.total_bytes is None:
@@ -86,6 +96,45 @@ def gpu_nvml(keys: NvmlKeys, nvlink: NvLinks | None = None) -> GpuNvml:
         ecc_pending=_enabled(keys.ecc.mode_pending),
         nvlink=nvlink,
         fabric=fabric(keys.fabric),
-        processes=tuple(GpuProcess(p.pid, p.name, p.used_memory_mib * MIB)
+        processes=tuple(GpuProcess(p.pid, p.name, p.used_memory_mib * MIB, _instance(p))
                         for p in keys.processes),
     )
+
+
+def _instance(p: Process) -> tuple[int, int] | None:
+    if p.gpu_instance is None or p.compute_instance is None:
+        return None
+    return p.gpu_instance, p.compute_instance
+
+
+def check_instances(profile: Profile, gpus: Iterable[PciFunction], mig: tuple[MigGpu, ...],
+                    problems: Problems) -> None:
+    """Each process that runs in a MIG instance names one its GPU's layout holds (``mig``:
+    the layouts of the GPUs in MIG mode)."""
+    given = {d.index: pos for pos, d in enumerate(profile.devices)
+             if "processes" in d.model_fields_set}
+    layouts = {m.bdf: m for m in mig}
+    for fn in gpus:
+        if fn.gpu is None:
+            continue
+        index, processes = fn.gpu.index, fn.gpu.nvml.processes
+        pos = given.get(index)
+        where: YamlPath = ("devices", pos, "processes") if pos is not None else \
+            ("device_defaults", "processes")
+        for i, p in enumerate(processes):
+            if p.instance is None:
+                continue
+            gi, ci = p.instance
+            layout = layouts.get(fn.bdf)
+            instances = {g.id: g for g in layout.instances} if layout else {}
+            if layout is None:
+                problems.add((*where, i, "gpu_instance"), f"GPU {index} is not in MIG mode: "
+                             "remove gpu_instance and compute_instance, or turn MIG on")
+            elif gi not in instances:
+                held = ", ".join(str(g) for g in sorted(instances)) or "none"
+                problems.add((*where, i, "gpu_instance"), f"GPU {index} has no GPU instance "
+                             f"{gi} (its layout holds {held})")
+            elif ci not in {c.id for c in instances[gi].compute}:
+                held = ", ".join(str(c.id) for c in instances[gi].compute) or "none"
+                problems.add((*where, i, "compute_instance"), f"GPU instance {gi} of GPU "
+                             f"{index} has no compute instance {ci} (it holds {held})")

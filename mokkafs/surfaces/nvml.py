@@ -14,16 +14,18 @@ at its power draw since the node started, in steps of the counter quantum (as th
 counters, ``mokkafs.counters``), and its ECC errors at the rates of an ``ecc-errors`` storm
 (``model.ecc``, put there by ``faults.effects``), with the remapped rows or retired pages.
 Memory used is what the running processes hold (the profile's and a ``gpu-busy`` fault's,
-``process.<i>.*``) beside the profile's ``used_bytes``; the driver's reserve is apart."""
+``process.<i>.*``) beside the profile's ``used_bytes``; the driver's reserve is apart. A
+process in a MIG instance runs while the GPU's layout holds its instance
+(``model.nvml.running``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mokkafs import counters
 from mokkafs.model.ecc import Ecc, ecc_values
-from mokkafs.model.nvml import ARCHITECTURES, BRANDS, GPU_IDLE, GpuNvml
+from mokkafs.model.nvml import ARCHITECTURES, BRANDS, GPU_IDLE, GpuNvml, running
 from mokkafs.state import GpuInfo, PciFunction, State
 from mokkafs.surfaces.nvml_links import fabric_values, link_values
 from mokkafs.surfaces.nvml_mig import mig_values
@@ -86,11 +88,15 @@ def _used(n: GpuNvml) -> int | None:
 
 
 def process_values(n: GpuNvml) -> list[tuple[str, object]]:
-    """The compute processes running: how many, then each one's pid, name and memory (bytes)."""
+    """The compute processes running: how many, then each one's pid, name and memory (bytes),
+    and the IDs of the GPU and compute instance of one in a MIG instance."""
     out: list[tuple[str, object]] = [("process_count", len(n.processes))]
     for i, p in enumerate(n.processes):
         out += [(f"process.{i}.pid", p.pid), (f"process.{i}.name", p.name),
                 (f"process.{i}.memory", p.used_bytes)]
+        if p.instance is not None:
+            out += [(f"process.{i}.gpu_instance", p.instance[0]),
+                    (f"process.{i}.compute_instance", p.instance[1])]
     return out
 
 
@@ -133,8 +139,10 @@ class GpuText:
 
 
 def gpu_file(path: str, fn: PciFunction, state: State) -> File:
-    gpu = fn.gpu
-    assert gpu is not None
+    assert fn.gpu is not None
+    layout = next((m for m in state.mig if m.bdf == fn.bdf), None)
+    gpu = replace(fn.gpu, nvml=replace(fn.gpu.nvml, processes=running(fn.gpu.nvml.processes,
+                                                                      layout)))
     switches = tuple(sorted((f for f in state.functions if f.kind == "nvswitch"),
                             key=lambda f: f.bdf))  # in bus order
     fixed = lines(fixed_values(gpu) + link_values(gpu.nvml, switches)

@@ -174,7 +174,7 @@ nvmlReturn_t mig_memory(nvmlDevice_t device, unsigned long long *total,
     struct mig_gpu *g = NULL;
     const struct mig_gi *gi;
     const struct mig_ci *ci;
-    unsigned long long gpu_reserved = 0, gpu_used = 0;
+    unsigned long long gpu_reserved = 0, gpu_used = 0, processes = 0, own = 0;
     nvmlDevice_t parent = handle_of(device->bdf);
     nvmlReturn_t ret = parent ? mig_device_resolve(device, &g, &gi, &ci)
                               : NVML_ERROR_INSUFFICIENT_RESOURCES;
@@ -185,10 +185,16 @@ nvmlReturn_t mig_memory(nvmlDevice_t device, unsigned long long *total,
         ret = gpu_number(parent, "memory_reserved", &gpu_reserved);
     if (ret == NVML_SUCCESS)
         ret = gpu_number(parent, "memory_used", &gpu_used);
+    if (ret == NVML_SUCCESS)
+        ret = process_memory(parent, gi->id, &processes, &own);
     if (ret == NVML_SUCCESS) {
         *total = p->memory_mb * MIB;
         *reserved = gpu_reserved / 8 * gi->size; /* the GPU's, shared by memory units */
-        *used = gpu_used / 8 * gi->size;
+        /* what no process holds, shared by memory units, and what its processes hold */
+        unsigned long long rest = gpu_used > processes ? gpu_used - processes : 0;
+        *used = rest / 8 * gi->size + own;
+        if (*used > *total - *reserved)
+            *used = *total > *reserved ? *total - *reserved : 0;
     }
     free(g);
     return ret;

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The processes running on a GPU, from NVML's own place (values.c): "process_count=N", then
- * "process.<i>.pid", ".name" and ".memory" (bytes) for each. The daemon computes them from
- * its State and the time: the profile's processes and the gpu-busy faults'
- * (mokkafs/surfaces/nvml.py). They are compute processes; no graphics or MPS process runs. */
+ * "process.<i>.pid", ".name" and ".memory" (bytes) for each, and ".gpu_instance" and
+ * ".compute_instance" for one in a MIG instance. The daemon computes them from its State and
+ * the time: the profile's processes and the gpu-busy faults' (mokkafs/surfaces/nvml.py).
+ * They are compute processes; no graphics or MPS process runs. A MIG device's handle lists
+ * those in its compute instance; the GPU's lists them all, each with its instances' IDs. */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "mig.h"
 #include "view.h"
 
 #define MAX_PROCESSES 8   /* on one GPU (mokkafs/model/nvml.py) */
@@ -16,6 +20,7 @@
 
 struct process {
     unsigned int pid;
+    unsigned int gi, ci; /* NO_INSTANCE: in none */
     unsigned long long memory;
     char name[NAME_SIZE];
 };
@@ -52,9 +57,40 @@ static nvmlReturn_t processes_of(nvmlDevice_t device, struct process *out, unsig
             return NVML_ERROR_UNKNOWN;
         out[i].pid = (unsigned int)pid;
         out[i].memory = memory;
+        out[i].gi = out[i].ci = NO_INSTANCE;
+        unsigned long long gi = 0, ci = 0;
+        int has_gi = process_key(text, i, "gpu_instance", found, sizeof(found)) >= 0;
+        if (has_gi && number_of(found, &gi) != NVML_SUCCESS)
+            return NVML_ERROR_UNKNOWN;
+        int has_ci = process_key(text, i, "compute_instance", found, sizeof(found)) >= 0;
+        if (has_ci && number_of(found, &ci) != NVML_SUCCESS)
+            return NVML_ERROR_UNKNOWN;
+        if (has_gi != has_ci || gi >= NO_INSTANCE || ci >= NO_INSTANCE)
+            return NVML_ERROR_UNKNOWN;
+        if (has_gi) {
+            out[i].gi = (unsigned int)gi;
+            out[i].ci = (unsigned int)ci;
+        }
     }
     *count = (unsigned int)n;
     return NVML_SUCCESS;
+}
+
+nvmlReturn_t process_memory(nvmlDevice_t device, unsigned int gi, unsigned long long *all,
+                            unsigned long long *in_gi)
+{
+    struct process procs[MAX_PROCESSES];
+    unsigned int n = 0;
+    nvmlReturn_t ret = processes_of(device, procs, &n);
+    *all = *in_gi = 0;
+    if (ret == NVML_ERROR_NOT_SUPPORTED) /* no place: no process known */
+        return NVML_SUCCESS;
+    for (unsigned int i = 0; ret == NVML_SUCCESS && i < n; i++) {
+        *all += procs[i].memory;
+        if (procs[i].gi == gi)
+            *in_gi += procs[i].memory;
+    }
+    return ret;
 }
 
 /* The API's protocol: *infoCount in is the room of infos (NULL allowed with 0); with room
@@ -65,7 +101,14 @@ static nvmlReturn_t running(nvmlDevice_t device, unsigned int *infoCount, void *
 {
     struct process procs[MAX_PROCESSES];
     unsigned int n = 0;
-    nvmlReturn_t ret = handle_check(device);
+    nvmlReturn_t ret = handle_check_any(device);
+    if (ret == NVML_SUCCESS && device->mig) { /* its instance still there */
+        struct mig_gpu *g = NULL;
+        const struct mig_gi *gi;
+        const struct mig_ci *ci;
+        ret = mig_device_resolve(device, &g, &gi, &ci);
+        free(g);
+    }
     if (ret != NVML_SUCCESS)
         return ret;
     if (!infoCount || (*infoCount > 0 && !infos))
@@ -80,6 +123,13 @@ static nvmlReturn_t running(nvmlDevice_t device, unsigned int *infoCount, void *
         return ret;
     if (graphics)
         n = 0;
+    if (device->mig) { /* a MIG device: its compute instance's processes alone */
+        unsigned int kept = 0;
+        for (unsigned int i = 0; i < n; i++)
+            if (procs[i].gi == device->gi && procs[i].ci == device->ci)
+                procs[kept++] = procs[i];
+        n = kept;
+    }
     if (n > *infoCount) {
         *infoCount = n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -93,8 +143,8 @@ static nvmlReturn_t running(nvmlDevice_t device, unsigned int *infoCount, void *
             nvmlProcessInfo_t *info = (nvmlProcessInfo_t *)infos + i;
             info->pid = procs[i].pid;
             info->usedGpuMemory = procs[i].memory;
-            info->gpuInstanceId = NO_INSTANCE;
-            info->computeInstanceId = NO_INSTANCE;
+            info->gpuInstanceId = procs[i].gi;
+            info->computeInstanceId = procs[i].ci;
         }
     }
     *infoCount = n;

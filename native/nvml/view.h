@@ -80,6 +80,11 @@ nvmlReturn_t mig_memory(nvmlDevice_t device, unsigned long long *total,
                         unsigned long long *reserved, unsigned long long *used);
 nvmlReturn_t mig_handle_by_uuid(const char *uuid, nvmlDevice_t *device);
 
+/* processes.c: the memory the processes running on the GPU of device hold, all of them and
+ * those in GPU instance gi: NVML_SUCCESS (none known: 0), or the place's error */
+nvmlReturn_t process_memory(nvmlDevice_t device, unsigned int gi, unsigned long long *all,
+                            unsigned long long *in_gi);
+
 /* pci.c: the PCI info of any function of the view (an NVSwitch), as for a GPU: NVML_SUCCESS
  * or UNKNOWN */
 nvmlReturn_t function_pci_info(const char *bdf, nvmlPciInfo_t *pci);

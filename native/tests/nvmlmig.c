@@ -87,6 +87,10 @@ static void print_mig_devices(unsigned int i, nvmlDevice_t h)
         expect("parent", nvmlDeviceGetDeviceHandleFromMigDeviceHandle(m, &parent), NVML_SUCCESS);
         expect("by mig uuid", nvmlDeviceGetHandleByUUID(uuid, &again), NVML_SUCCESS);
         same("a mig handle", is_mig == 1 && parent == h && again == m);
+        unsigned int procs = 0; /* none runs in the shipped profile: the count asked alone */
+        expect("mig processes", nvmlDeviceGetComputeRunningProcesses_v3(m, &procs, NULL),
+               NVML_SUCCESS);
+        same("no mig process", procs == 0);
         printf("mig\t%u\t%u\t%s\t%u\t%u\t%u\t%u\t%llu\t%llu,%llu,%llu,%llu\n", i, k, uuid, gi, ci,
                a.gpuInstanceSliceCount, a.computeInstanceSliceCount, a.memorySizeMB,
                memory.total, memory.reserved, memory.free, memory.used);

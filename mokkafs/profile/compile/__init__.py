@@ -23,6 +23,7 @@ from mokkafs.profile.faults import compile_faults
 from mokkafs.profile.imex import compile_imex
 from mokkafs.profile.mig import layouts
 from mokkafs.profile.nvlink import check_fabric
+from mokkafs.profile.nvml import check_instances
 from mokkafs.profile.options import Options
 from mokkafs.profile.platform import driver, platform
 from mokkafs.profile.problems import Problems, YamlPath
@@ -93,6 +94,7 @@ def compile_profile(profile: Profile, lines: dict[YamlPath, int], filename: str,
     specs = compile_faults(profile.faults, state, ("faults",), problems)
     own = {d.index: (pos, d.mig) for pos, d in enumerate(profile.devices)}
     mig = layouts(profile.device_defaults.mig, own, state.gpus(), problems)
+    check_instances(profile, state.gpus(), mig, problems)
     imex = compile_imex(profile.system.imex, problems)
     check_fabric(state.gpus(), imex, problems)
     problems.check()

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
 
+from mokkafs.model.mig_tables import MAX_CIS, MAX_GIS
 from mokkafs.model.nvml import BRANDS
 from mokkafs.profile.values import ClosedSection, OpenSection, Text
 
@@ -126,11 +127,14 @@ ProcessName = Annotated[str, Field(min_length=1, max_length=64,
 class Process(ClosedSection):
     """mokkafs: a compute process running on the GPU (NVML's running processes). ``pid`` is
     simulated: no process of the node needs it, though monitors that read ``/proc/<pid>``
-    (gpustat, nvitop) list only pids their ``/proc`` has."""
+    (gpustat, nvitop) list only pids their ``/proc`` has. On a GPU in MIG mode, the GPU and
+    compute instance it runs in (their IDs in the GPU's layout), both or neither."""
 
     pid: int = Field(ge=1, le=PID_MAX)
     name: ProcessName
     used_memory_mib: int = Field(ge=0, le=1 << 24)
+    gpu_instance: int | None = Field(default=None, ge=0, lt=MAX_GIS)
+    compute_instance: int | None = Field(default=None, ge=0, lt=MAX_CIS)
 
 
 class NvmlKeys(OpenSection):
