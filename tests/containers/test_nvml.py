@@ -3,7 +3,7 @@ driver's: the library bound where the toolkit binds it, found by its soname thro
 cache the ldcache hook wrote (no LD_LIBRARY_PATH, no MOKKAFS_ROOT); nvidia-ml-py, gpustat and
 ``nvitop -1`` there see the view's GPUs, and NVML's own place (docs/nvml.md). On h100-mig,
 b200 and gb200, nvidia-ml-py sees there every GPU, MIG device and fabric as on the node, and
-gpustat and ``nvitop -1`` every GPU."""
+gpustat, ``nvitop -1`` and nvtop every GPU."""
 
 from __future__ import annotations
 
@@ -139,6 +139,15 @@ print(json.dumps([gpu(n.nvmlDeviceGetHandleByIndex(i)) for i in range(n.nvmlDevi
 """
 
 
+# nvtop in a detached session of a tmux server of the container's own, its screen captured
+# until it shows a "Device N [" line for each of the view's $GPUS (polled: at most 30 s)
+NVTOP = ("export XDG_CONFIG_HOME=/tmp/config TMUX_TMPDIR=/tmp; "
+         "tmux new-session -d -s nvtop -x 200 -y 60 nvtop; i=0; "
+         "while [ $i -lt 300 ]; do tmux capture-pane -p -t nvtop > /tmp/screen; "
+         'if [ "$(grep -c \'Device [0-9]* \\[\' /tmp/screen)" -ge "$GPUS" ]; then break; fi; '
+         "i=$((i + 1)); sleep 0.1; done; cat /tmp/screen; tmux kill-server")
+
+
 @pytest.fixture(params=["h100-mig", "b200", "gb200"])
 def named_node(request: pytest.FixtureRequest, tmp_path: Path, hosttools_image: str,
                ) -> Iterator[tuple[str, Node]]:
@@ -154,7 +163,8 @@ def test_a_container_given_the_spec_sees_what_the_node_sees(named_node: tuple[st
     """nvidia-ml-py in a container given the spec answers every GPU's identity, MIG devices,
     fabric and BAR1 as it answers on the node in the environment ``mokkafs nvml-env`` prints
     (the same library reading the same view, through the spec's binds), and as the view lists
-    them; gpustat and ``nvitop -1`` there list every GPU (nvitop's MIG rows need BAR1)."""
+    them; gpustat, ``nvitop -1`` and nvtop there list every GPU (nvitop's MIG rows need
+    BAR1)."""
     name, node = named_node
     on_node = subprocess.run([sys.executable, "-c", DEVICES], capture_output=True, text=True,
                              timeout=120, cwd=REPO,
@@ -163,10 +173,11 @@ def test_a_container_given_the_spec_sees_what_the_node_sees(named_node: tuple[st
     result = podman("run", "--rm", *RUN, "--device", node.device("all"), *IMAGE_TOOLS,
                     "-v", f"{SITE}:/opt/site:ro", "-e", "PYTHONPATH=/opt/site",
                     "-e", f"DEVICES={DEVICES}", "-e", "COLUMNS=200", "-e", "LINES=60",
+                    "-e", f"GPUS={len(view_gpus(node.mount.path))}",
                     "-e", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", IMAGE, "sh", "-c",
                     'echo ==pynvml; python3 -c "$DEVICES"; echo ==gpustat; '
-                    'python3 -m gpustat --json; echo ==nvitop; python3 -m nvitop -1; echo ==end',
-                    check=False)
+                    'python3 -m gpustat --json; echo ==nvitop; python3 -m nvitop -1; '
+                    f'echo ==nvtop; {NVTOP}; echo ==end', check=False)
     out = sections(result.stdout)
     assert "end" in out, result.stdout + result.stderr
     seen = json.loads(out["pynvml"])
@@ -188,6 +199,10 @@ def test_a_container_given_the_spec_sees_what_the_node_sees(named_node: tuple[st
         (i, g.uuid) for i, g in enumerate(gpus)]
     missing = [g.bdf for g in gpus if nvml_bus_id(g.bdf) not in out["nvitop"]]
     assert not missing, out["nvitop"]
+    # nvtop there (it opens libnvidia-ml.so), under a tmux of the container's own: a line
+    # for every GPU, by index and the view's name
+    shown = [f"Device {i} [{g.name}]" for i, g in enumerate(gpus)]
+    assert all(line in out["nvtop"] for line in shown), out["nvtop"]
     # MIG devices: one per compute instance the capability files list
     caps = node.mount.path / "proc/driver/nvidia/capabilities"
     instances = sorted(caps.glob("gpu*/mig/gi*/ci*"))
