@@ -32,8 +32,23 @@ NVML_API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device,
     return gpu_number(device, key, eccCounts);
 }
 
-/* The errors are the device memory's (the framebuffer, as Xid 48 says); no other location
- * is counted */
+/* From Ampere on, the GPU's SRAM (its caches and register files) has an ECC count of its own.
+ * NVML_SUCCESS for an Ampere or later GPU with ECC on; NOT_SUPPORTED for an earlier one; the
+ * place's error otherwise (a lost GPU, ECC off: NOT_SUPPORTED). */
+static nvmlReturn_t sram_counted(nvmlDevice_t device)
+{
+    unsigned long long probe;
+    unsigned int arch = 0;
+    nvmlReturn_t ret = gpu_number(device, "ecc_volatile_corrected", &probe); /* ECC on */
+    if (ret == NVML_SUCCESS)
+        ret = gpu_uint_out(device, "architecture", &arch);
+    if (ret == NVML_SUCCESS && arch < NVML_DEVICE_ARCH_AMPERE)
+        ret = NVML_ERROR_NOT_SUPPORTED;
+    return ret;
+}
+
+/* The errors are the device memory's (the framebuffer, as Xid 48 says): the SRAM, where the
+ * GPU counts it apart (Ampere and later), counts none; no other location is counted */
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device,
                                                       nvmlMemoryErrorType_t errorType,
                                                       nvmlEccCounterType_t counterType,
@@ -45,6 +60,15 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device,
         return ret;
     if ((unsigned int)locationType > NVML_MEMORY_LOCATION_SRAM)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (locationType == NVML_MEMORY_LOCATION_SRAM) {
+        if (!count || (unsigned int)errorType > NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+            || (unsigned int)counterType > NVML_AGGREGATE_ECC)
+            return NVML_ERROR_INVALID_ARGUMENT;
+        ret = sram_counted(device);
+        if (ret == NVML_SUCCESS)
+            *count = 0;
+        return ret;
+    }
     if (locationType != NVML_MEMORY_LOCATION_DEVICE_MEMORY) {
         unsigned long long probe;
         if (!count)
@@ -53,6 +77,23 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device,
         return ret != NVML_SUCCESS ? ret : NVML_ERROR_NOT_SUPPORTED;
     }
     return nvmlDeviceGetTotalEccErrors(device, errorType, counterType, count);
+}
+
+/* The SRAM's errors, where the GPU counts them (sram_counted): none, no threshold exceeded */
+NVML_API nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device,
+                                                      nvmlEccSramErrorStatus_v1_t *status)
+{
+    nvmlReturn_t ret = handle_check(device);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (!status)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (status->version != nvmlEccSramErrorStatus_v1)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    ret = sram_counted(device);
+    if (ret == NVML_SUCCESS)
+        *status = (nvmlEccSramErrorStatus_v1_t){.version = nvmlEccSramErrorStatus_v1};
+    return ret;
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,

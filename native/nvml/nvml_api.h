@@ -95,6 +95,7 @@ typedef unsigned int nvmlAffinityScope_t;
 
 /* Enumerations: each an int-sized enum in the API; the values the library answers */
 typedef unsigned int nvmlDeviceArchitecture_t; /* NVML_DEVICE_ARCH_*: 9 Hopper, 10 Blackwell */
+#define NVML_DEVICE_ARCH_AMPERE 7
 typedef unsigned int nvmlBrandType_t;          /* 14: NVML_BRAND_NVIDIA */
 typedef unsigned int nvmlComputeMode_t;        /* 0: NVML_COMPUTEMODE_DEFAULT */
 typedef unsigned int nvmlPstates_t;            /* 0 to 15: P0 to P15; 32: unknown */

@@ -35,6 +35,28 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device,
                                                       nvmlEccCounterType_t counterType,
                                                       nvmlMemoryLocation_t locationType,
                                                       unsigned long long *count);
+/* The SRAM's ECC errors (Ampere and later): uncorrectable by parity and by SEC-DED, corrected,
+ * aggregate and volatile, the aggregate uncorrectable ones by unit, and whether a threshold
+ * was exceeded */
+typedef struct {
+    unsigned int version;
+    unsigned long long aggregateUncParity;
+    unsigned long long aggregateUncSecDed;
+    unsigned long long aggregateCor;
+    unsigned long long volatileUncParity;
+    unsigned long long volatileUncSecDed;
+    unsigned long long volatileCor;
+    unsigned long long aggregateUncBucketL2;
+    unsigned long long aggregateUncBucketSm;
+    unsigned long long aggregateUncBucketPcie;
+    unsigned long long aggregateUncBucketMcu;
+    unsigned long long aggregateUncBucketOther;
+    unsigned int bThresholdExceeded;
+} nvmlEccSramErrorStatus_v1_t;
+#define nvmlEccSramErrorStatus_v1 NVML_STRUCT_VERSION(nvmlEccSramErrorStatus_v1_t, 1) /* 0x1000068 */
+
+NVML_API nvmlReturn_t nvmlDeviceGetSramEccErrorStatus(nvmlDevice_t device,
+                                                      nvmlEccSramErrorStatus_v1_t *status);
 NVML_API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corrRows,
                                                 unsigned int *uncRows, unsigned int *isPending,
                                                 unsigned int *failureOccurred);

@@ -87,6 +87,17 @@ static void print_values(unsigned int i, nvmlDevice_t h)
            NVML_ERROR_INVALID_ARGUMENT);
     expect("NULL failure", nvmlDeviceGetRemappedRows(h, &temp, &temp, &temp, NULL),
            NVML_ERROR_INVALID_ARGUMENT);
+    expect("NULL SRAM count", nvmlDeviceGetMemoryErrorCounter(h, 0, 0, 7, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    nvmlEccSramErrorStatus_v1_t sram = {.version = nvmlEccSramErrorStatus_v1 + 1};
+    expect("SRAM status of another version", nvmlDeviceGetSramEccErrorStatus(h, &sram),
+           NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    expect("NULL SRAM status", nvmlDeviceGetSramEccErrorStatus(h, NULL),
+           NVML_ERROR_INVALID_ARGUMENT);
+    sram = (nvmlEccSramErrorStatus_v1_t){.version = nvmlEccSramErrorStatus_v1, .volatileCor = 7};
+    expect("SRAM status", nvmlDeviceGetSramEccErrorStatus(h, &sram), NVML_SUCCESS);
+    same("no SRAM error", sram.volatileCor == 0 && sram.bThresholdExceeded == 0
+                          && sram.version == nvmlEccSramErrorStatus_v1);
     count = 1;
     expect("room for pages, no array", nvmlDeviceGetRetiredPages(h, 1, &count, NULL),
            NVML_ERROR_INVALID_ARGUMENT);

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from tests.helpers.faults import fault_node
 from tests.helpers.kmsg import apply, blocked_in_poll, node
-from tests.helpers.mounts import wait_for
+from tests.helpers.mounts import mokkafs_mount, wait_for
 from tests.helpers.nvml import PynvmlProcess, nvml_env
 
 # At each line "I": GPU I's health, one JSON line (an NVML error's code in place of a value)
 HEALTH = """
-import json, sys, pynvml as n
+import ctypes, json, sys, pynvml as n
 n.nvmlInit()
 handles = [n.nvmlDeviceGetHandleByIndex(i) for i in range(n.nvmlDeviceGetCount())]
 def call(f, *a):
@@ -25,6 +25,10 @@ def call(f, *a):
     except n.NVMLError as e:
         return {"error": e.value}
     return list(v) if isinstance(v, (list, tuple)) else v
+def sram(h):
+    s = n.c_nvmlEccSramErrorStatus_v1_t()
+    got = call(n.nvmlDeviceGetSramEccErrorStatus, h, ctypes.byref(s))
+    return got if isinstance(got, dict) else [getattr(s, f) for f, _ in s._fields_[1:]]
 for line in iter(sys.stdin.readline, ""):
     h = handles[int(line)]
     print(json.dumps({
@@ -36,6 +40,9 @@ for line in iter(sys.stdin.readline, ""):
         "ecc": [call(n.nvmlDeviceGetTotalEccErrors, h, e, c) for e in (0, 1) for c in (0, 1)],
         "dram": [call(n.nvmlDeviceGetMemoryErrorCounter, h, e, 0, 2) for e in (0, 1)],
         "l1": call(n.nvmlDeviceGetMemoryErrorCounter, h, 0, 0, 0),
+        "sram": [call(n.nvmlDeviceGetMemoryErrorCounter, h, e, c, 7) for e in (0, 1)
+                 for c in (0, 1)],
+        "sram_status": sram(h),
         "rows": call(n.nvmlDeviceGetRemappedRows, h),
         "pages": call(n.nvmlDeviceGetRetiredPages, h, 1),
         "pending": call(n.nvmlDeviceGetRetiredPagesPendingStatus, h),
@@ -85,6 +92,8 @@ def test_an_ecc_storm_counts_with_time_and_stops_when_cleared(tmp_path: Path) ->
             got = process.ask_until("1", lambda g: g["ecc"][0] == 170, "the storm counted")
             assert got["ecc"] == [170, 170, 8, 8] and got["dram"] == [170, 8]
             assert got["l1"] == NOT_SUPPORTED
+            # Hopper counts its SRAM apart; the storm's errors are the framebuffer's
+            assert got["sram"] == [0, 0, 0, 0] and got["sram_status"] == [0] * 12
             assert got["rows"] == [0, 8, 1, 0]  # a row remapped for each, pending a reset
             assert process.ask("0")["ecc"] == [0, 0, 0, 0]  # the others
             node_.at(30.05)
@@ -139,3 +148,18 @@ def test_a_waiter_wakes_on_each_uncorrectable_error(tmp_path: Path) -> None:
         finally:
             out = waiter.close()
         assert waiter.process.returncode == 0, out
+
+
+def test_a_gpu_before_ampere_counts_no_sram_apart(tmp_path: Path) -> None:
+    """A T4 (Turing) retires pages where later GPUs remap rows, and has no SRAM count of its
+    own: NVML answers NOT_SUPPORTED for both SRAM calls, as for the remapped rows."""
+    with mokkafs_mount(tmp_path / "mnt", ["--profile", "t4", "--node-name", "node-a"]) as mount:
+        process = PynvmlProcess(HEALTH, nvml_env(mount.path))
+        try:
+            got = process.ask("0")
+            assert got["ecc_mode"] == [1, 1] and got["dram"] == [0, 0]
+            assert got["sram"] == [NOT_SUPPORTED] * 4 and got["sram_status"] == NOT_SUPPORTED
+            assert got["rows"] == NOT_SUPPORTED and got["pending"] == 0
+        finally:
+            out = process.close()
+        assert process.process.returncode == 0, out
