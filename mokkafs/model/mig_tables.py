@@ -117,28 +117,32 @@ def _units(sms: tuple[int, ...], ce: tuple[int, ...], dec: tuple[int, ...],
             for key, sm, c, d, j, o in zip(SHAPES, sms, ce, dec, jpeg, ofa, strict=True)}
 
 
-# NVIDIA MIG user guide: the engines are its "Supported MIG Profiles" tables (NVDECs, JPEG,
-# OFA, copy engines; the A100-SXM4-80GB's are the 40GB's, renamed), the SM counts its
-# `nvidia-smi mig -lgip` examples (SM, DEC, ENC, CE, JPEG, OFA columns): A100-SXM4-40GB
-# (98 SMs in MIG mode) and an H100 SXM5 (132). Where the guide gives no number for a model
-# (H100 PCIe's SMs; H200 and B200) it is 0, as docs/nvml.md says.
+# The SM and engine counts `nvidia-smi mig -lgip` lists on real boards (SM, DEC, ENC, CE,
+# JPEG, OFA columns): A100-SXM4-40GB (98 SMs in MIG mode) and H100 SXM5 (132), the MIG user
+# guide's examples, whose "Supported MIG Profiles" tables give the same engines (the
+# A100-SXM4-80GB's are the 40GB's, renamed); H200 SXM, NVIDIA/mig-parted issue 120 (as the
+# H100 SXM5's); H100 PCIe, Scaleway's MIG how-to (114 SMs; a 1g.20gb has a 1g.10gb's 14);
+# B200, NVIDIA/mig-parted PR 166 and gpu-operator PR 1242, which show its 1g and 2g rows only:
+# its 3g, 4g and 7g rows, which no source found shows, are 0, as docs/nvml.md says.
 _A100 = _units((14, 14, 14, 28, 42, 56, 98), (1, 1, 1, 2, 3, 4, 7), (0, 1, 1, 1, 2, 2, 5),
                (0, 1, 0, 0, 0, 0, 1), (0, 1, 0, 0, 0, 0, 1))
 _H100_ENGINES = ((1, 1, 1, 2, 3, 4, 8), (1, 1, 1, 2, 3, 4, 7), (1, 1, 1, 2, 3, 4, 7),
                  (0, 1, 0, 0, 0, 0, 1))
 _H100_SXM = _units((16, 16, 26, 32, 60, 64, 132), *_H100_ENGINES)
-_H100_PCIE = _units((0,) * len(SHAPES), *_H100_ENGINES)
+_H100_PCIE = _units((14, 14, 14, 30, 46, 62, 114), *_H100_ENGINES)
+_B200 = _units((18, 18, 30, 36, 0, 0, 0), (2, 2, 2, 4, 0, 0, 0), (1, 1, 1, 2, 0, 0, 0),
+               (1, 1, 1, 2, 0, 0, 0), (0, 1, 0, 0, 0, 0, 0))
 HARDWARE: dict[int, dict[str, Units]] = {
     0x20B0: _A100, 0x20F1: _A100, 0x20B2: _A100, 0x20B5: _A100,
-    0x2330: _H100_SXM, 0x2331: _H100_PCIE,
+    0x2330: _H100_SXM, 0x2331: _H100_PCIE, 0x2335: _H100_SXM, 0x2901: _B200,
 }
 
 
 def ci_sms(units: dict[str, Units], gi: str, slices: int) -> int:
     """The SMs of a compute instance of ``slices`` in a GI of shape ``gi``: the GI's when it
     spans it, else a 1g's per slice (as `nvidia-smi mig -lcip` lists: 1c.4g.20gb 14 SMs,
-    2c.4g.20gb 28 on an A100-40GB); 0 where the table has none or it does not fit."""
-    if gi not in units or slices > SHAPES[gi].slices:
+    2c.4g.20gb 28 on an A100-40GB); 0 where the table has none for the GI or it does not fit."""
+    if gi not in units or not units[gi].sm or slices > SHAPES[gi].slices:
         return 0
     if slices == SHAPES[gi].slices:
         return units[gi].sm

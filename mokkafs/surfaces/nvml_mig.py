@@ -16,8 +16,8 @@ Only a GPU with a MIG table has them (NVML answers NOT_SUPPORTED for the others)
   and ``mig_ci.<gi>.<ci>`` per compute instance: ``<CI profile ID> <slices> <start> <UUID>
   <name>``.
 
-The SM and engine counts are the MIG user guide's (``HARDWARE``); a model it gives none
-for answers 0. A profile's memory is its units' share of the board's (an eighth each), as the
+The SM and engine counts are those real boards list (``HARDWARE``); a profile no source
+shows answers 0. A profile's memory is its units' share of the board's (an eighth each), as the
 names say; where the profile states no memory, the name's size. A compute instance's start
 is its placement in its GPU instance's slices (``mig_tables.ci_starts``).
 A MIG device's UUID is a name-based UUID (RFC 4122, version 5) of its GPU's UUID and its two

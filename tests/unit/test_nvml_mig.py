@@ -55,6 +55,21 @@ def test_a_whole_gpu_has_the_table_alone() -> None:
                    "mig_max_devices": "7", **TABLE}
 
 
+def test_each_boards_counts_are_what_nvidia_smi_lists_on_one() -> None:
+    """`nvidia-smi mig -lgip` on real boards (sources in mokkafs/model/mig_tables.py): an H200
+    lists the H100 SXM5's; a B200 its 1g and 2g rows, and no source shows its 3g, 4g and 7g
+    rows, which answer 0 (and so do their compute instances)."""
+    units = {k: v for k, v in TABLE.items() if k.startswith("mig_gip_units.")}
+    h200 = mig_keys("h200", state_of("h200").driven_gpus()[0].bdf)
+    assert {k: v for k, v in h200.items() if k.startswith("mig_gip_units.")} == units
+    b200 = mig_keys("b200", state_of("b200").driven_gpus()[0].bdf)
+    assert (b200["mig_gip_units.0"], b200["mig_gip_units.7"]) == (
+        "18 2 1 0 1 0 18 0 0 0 0", "18 2 1 0 1 1 18 0 0 0 0")
+    assert (b200["mig_gip_units.9"], b200["mig_gip_units.1"]) == (
+        "30 2 1 0 1 0 30 0 0 0 0", "36 4 2 0 2 0 18 36 0 0 0")
+    assert b200["mig_gip_units.2"] == b200["mig_gip_units.4"] == "0 0 0 0 0 0 0 0 0 0 0"
+
+
 def test_no_mig_table_no_keys() -> None:
     assert mig_keys("l40s", state_of("l40s").driven_gpus()[0].bdf) == {}
 
@@ -63,7 +78,7 @@ def test_without_the_memory_the_names_say_it() -> None:
     got = mig_keys("h200", "0000:1b:00.0")  # h200's profile states no memory
     assert got["mig_gip.0"] == "19 1 7 1 18432 7f 1g.18gb"
     assert got["mig_gip.4"] == "0 7 1 8 144384 1 7g.141gb"
-    assert got["mig_gip_units.4"] == "0 0 0 0 0 0 0 0 0 0 0"  # the guide gives h200 none
+    assert got["mig_gip_units.4"] == TABLE["mig_gip_units.4"]  # an H100 SXM5's 132 SMs
 
 
 def test_uuids_are_the_real_drivers_form_and_stable() -> None:
