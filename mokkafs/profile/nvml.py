@@ -121,12 +121,12 @@ def check_instances(profile: Profile, gpus: Iterable[PciFunction], mig: tuple[Mi
         pos = given.get(index)
         where: YamlPath = ("devices", pos, "processes") if pos is not None else \
             ("device_defaults", "processes")
+        layout = layouts.get(fn.bdf)
+        instances = {g.id: g for g in layout.instances} if layout else {}
         for i, p in enumerate(processes):
             if p.instance is None:
                 continue
             gi, ci = p.instance
-            layout = layouts.get(fn.bdf)
-            instances = {g.id: g for g in layout.instances} if layout else {}
             if layout is None:
                 problems.add((*where, i, "gpu_instance"), f"GPU {index} is not in MIG mode: "
                              "remove gpu_instance and compute_instance, or turn MIG on")
