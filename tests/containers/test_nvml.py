@@ -140,11 +140,13 @@ print(json.dumps([gpu(n.nvmlDeviceGetHandleByIndex(i)) for i in range(n.nvmlDevi
 
 
 # nvtop in a detached session of a tmux server of the container's own, its screen captured
-# until it shows a "Device N [" line for each of the view's $GPUS (polled: at most 30 s)
+# until it shows a "Device N [" for each of the view's $GPUS, counted where they are (a wide
+# screen puts two side by side on a line; polled: at most 30 s)
 NVTOP = ("export XDG_CONFIG_HOME=/tmp/config TMUX_TMPDIR=/tmp; "
          "tmux new-session -d -s nvtop -x 200 -y 60 nvtop; i=0; "
          "while [ $i -lt 300 ]; do tmux capture-pane -p -t nvtop > /tmp/screen; "
-         'if [ "$(grep -c \'Device [0-9]* \\[\' /tmp/screen)" -ge "$GPUS" ]; then break; fi; '
+         'if [ "$(grep -o \'Device [0-9]* \\[\' /tmp/screen | wc -l)" -ge "$GPUS" ]; '
+         "then break; fi; "
          "i=$((i + 1)); sleep 0.1; done; cat /tmp/screen; tmux kill-server")
 
 
