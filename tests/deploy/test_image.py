@@ -62,7 +62,12 @@ def host_dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     try:
         yield share, hooks
     finally:
-        subprocess.run(["umount", "-l", str(share)], capture_output=True, check=False)
+        # A daemon killed by `podman rm -f` leaves its read-only share of the parent stacked
+        # on this one (it reached the host through the shared mount): unmount both.
+        for _ in range(3):
+            if not is_mounted(share):
+                break
+            subprocess.run(["umount", "-l", str(share)], capture_output=True, check=False)
 
 
 def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Path],
@@ -92,6 +97,13 @@ def test_daemonset_pattern_on_one_machine(image: str, host_dirs: tuple[Path, Pat
         assert json.loads(spec.read_text())["kind"] == kind
         # auto means no-open: the image's pyfuse3 carries the patch
         expected = "no-open" if mode == "auto" else mode
+        # the spec is published before the readiness line, which names the cache mode
+
+        def logged() -> bool:
+            logs = podman("logs", name)
+            return "cache mode" in logs.stdout + logs.stderr
+
+        wait_for(logged, 60, "the daemon in its container to announce its readiness")
         logs = podman("logs", name)
         assert f"cache mode {expected}" in logs.stdout + logs.stderr
         out = podman("run", "--rm", *RUN, "--device", f"{kind}=all", *HOST_TOOLS,
