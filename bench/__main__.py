@@ -16,6 +16,7 @@ from bench.figures.faults import fault_onsets
 from bench.figures.fleet import fleet
 from bench.figures.floor import request_floor
 from bench.figures.idle import idle_and_rss
+from bench.figures.imports import import_costs
 from bench.figures.kmsg import xid_lag
 from bench.figures.monitoring import monitoring
 from bench.figures.nvml import nvml
@@ -44,6 +45,8 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     swap = swaps(sizes.swaps, tmp)
     log("the first swap after a quiet spell, with the compiling process ended and kept")
     cold = cold_and_warm_swaps(sizes.cold_swaps, tmp)
+    log("the imports' memory")
+    imports = import_costs()
     log("reads during a storm of compiles")
     storm = compile_storm(reader, *sizes.storm, tmp)
     log("idle and memory")
@@ -69,7 +72,7 @@ def run(sizes: Sizes, tmp: Path) -> dict[str, Any]:
     shim = shim_cost(reader, *sizes.shim, tmp)
     return {"machine": {"cores": os.cpu_count(), "kernel": os.uname().release},
             "quick": sizes is QUICK, "reads": rows, "floor": floor, "swap": swap,
-            "cold_swaps": cold, "idle": idle,
+            "cold_swaps": cold, "imports": imports, "idle": idle,
             "compile_storm": storm, "node_exporter": ne, "monitoring": mon, "faults": faults,
             "kmsg": kmsg, "nvml": nvml_figures, "writes": writes, "fleet": fleets, "shim": shim}
 

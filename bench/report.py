@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.figures.imports import columns as import_columns
 from bench.harness import CONFIGS, MODES, REPO, RESULTS
 from bench.sizes import Sizes
 
@@ -113,6 +114,10 @@ def summary(result: dict[str, Any], sizes: Sizes, pngs: list[Path]) -> str:
         "seen by a new reader, with the compiling process ended when idle and kept "
         "(`--compile-idle never`); the node's memory at rest, every process counted\n",
         table(result["cold_swaps"], list(result["cold_swaps"][0])),
+        "### The imports' memory: a fresh interpreter's PSS in MiB once each layer is "
+        "imported, left to right: the compiler's alone (a compiling process), the daemon's "
+        "alone, and both in one process, before it holds any profile\n",
+        table(result["imports"], import_columns()),
         "### Reads during a storm of compiles of the largest allowed profile (one reader; "
         "quiet: the same reads with no edit)\n",
         table([storm], list(storm)),
