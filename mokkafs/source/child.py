@@ -12,9 +12,9 @@ for as long as it lives.
 
 The child starts at the first change, not with the daemon, and ends once it has been idle
 ``idle`` seconds (``expire``): a node whose profile does not change holds no compiling
-process, and so does not pay its memory (some 30 MiB of PSS: the compiler imported). A storm
+process, and so does not pay its memory (some 27 MiB of PSS: the compiler imported). A storm
 of edits keeps one child, its cache warm; the first change after a quiet spell starts a new
-one, and waits for it to import the compiler (a third of a second in the recorded
+one, and waits for it to import the compiler (a fifth of a second in the recorded
 quick run). With ``idle`` infinite (``--compile-idle never``) the child of the first
 compile is kept for the daemon's life instead: every change is compiled at once, for that
 memory. The child gives its freed heap back after each compile, so what it keeps is what it

@@ -37,7 +37,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                        help="the compiling process ends once no change came for this long; "
                             "the next change starts another and waits for it to import the "
                             "compiler (default: 60). never: the first compile's process is "
-                            "kept, so every change compiles at once, for some 30 MiB more")
+                            "kept, so every change compiles at once, for some 26 MiB more")
     mount.add_argument("--health", metavar="HOST:PORT", default=None,
                        help="serve /healthz and /readyz alone there, for liveness and "
                             "readiness probes: clients of the metrics port cannot take its "
