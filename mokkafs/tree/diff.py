@@ -13,7 +13,9 @@ Inode numbers are stable per (kind, path), so entries match by inode:
 The kernel forgets them in an order that lets a reader see only more, never less, while a
 swap is under way (``Invalidator.apply``): names that appear and directories that gain names
 first, then files, then directories that lose names and names that go. So a reader that
-reads ``cpu/online`` and then lists ``cpu/`` finds every CPU it named, growing or shrinking.
+reads ``cpu/online`` and then lists ``cpu/`` finds every CPU it named, growing or shrinking,
+unless a whole swap that removes CPUs came between its two reads (as a hot-remove may on a
+real node: a second read of ``online`` shows it).
 """
 
 from __future__ import annotations
