@@ -11,13 +11,13 @@ from typing import Any
 
 from bench.harness import PY, REPO
 
-LAYERS = {
-    "the daemon's": [("trio", ["trio"]), ("pyfuse3", ["pyfuse3"]),
-                     ("mokkafs serving", ["mokkafs.serve.wiring", "mokkafs.serve.daemon"])],
-    "the compiler's": [("pydantic", ["pydantic"]),
-                       ("mokkafs compiler", ["mokkafs.profile.load", "mokkafs.profile.compile"])],
-}
-# Run by a fresh interpreter: after each group of imports, its PSS in KiB.
+Layers = list[tuple[str, list[str]]]  # (a layer's name, its modules), in import order
+DAEMON: Layers = [("trio", ["trio"]), ("pyfuse3", ["pyfuse3"]),
+                  ("mokkafs serving", ["mokkafs.serve.wiring", "mokkafs.serve.daemon"])]
+COMPILER: Layers = [("pydantic", ["pydantic"]),
+                    ("mokkafs compiler", ["mokkafs.profile.load", "mokkafs.profile.compile"])]
+# Run by a fresh interpreter: after each group of imports, its PSS in KiB. It reads its own
+# smaps_rollup rather than importing bench.harness (whose imports would be measured too).
 _PROBE = """
 import json, sys
 def pss():
@@ -37,10 +37,9 @@ def import_costs() -> list[dict[str, Any]]:
     """A row a process: the compiler's imports alone (a compiling process), the daemon's
     alone, and both in one process; in each, the PSS in MiB once each layer is imported
     (the layers of the row's process only, left to right)."""
-    daemon, compiler = LAYERS["the daemon's"], LAYERS["the compiler's"]
     rows = []
-    for process, layers in (("compiling process", compiler), ("daemon", daemon),
-                            ("both in one", daemon + compiler)):
+    for process, layers in (("compiling process", COMPILER), ("daemon", DAEMON),
+                            ("both in one", DAEMON + COMPILER)):
         out = subprocess.run([PY, "-c", _PROBE, json.dumps(layers)], cwd=REPO, check=True,
                              capture_output=True, text=True).stdout
         steps = json.loads(out)
@@ -51,5 +50,4 @@ def import_costs() -> list[dict[str, Any]]:
 
 
 def columns() -> list[str]:
-    return ["process", "interpreter", *(name for layers in LAYERS.values()
-                                        for name, _ in layers)]
+    return ["process", "interpreter", *(name for name, _ in DAEMON + COMPILER)]
